@@ -16,6 +16,7 @@ __all__ = [
     "sinusoidal_pe",
     "attention_weights",
     "random_attention_stack",
+    "iter_random_attention",
 ]
 
 
@@ -125,3 +126,40 @@ def random_attention_stack(
         out[:, t] = a
         x = a @ x @ wv
     return out, weight_norm**2 / math.sqrt(d)
+
+
+def iter_random_attention(
+    mask: torch.Tensor,
+    depth: int,
+    *,
+    d: int = 16,
+    weight_norm: float = 1.0,
+    samples: int = 1,
+    seed: int = 0,
+    bias: torch.Tensor | None = None,
+    rope_base: float | None = None,
+):
+    """Layer-by-layer version of :func:`random_attention_stack`: yields ``A(t)`` of shape ``(samples, n, n)``.
+
+    Same draws, same order, same seed as :func:`random_attention_stack`, so
+    ``torch.stack(list(iter_random_attention(...)), 1)`` equals its first output; only one layer is
+    held in memory, which lets deep stacks on long sequences stream through a rollout.
+    """
+    n = mask.shape[-1]
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(samples, n, d, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=-1, keepdim=True)
+
+    def draw(scale: float) -> torch.Tensor:
+        w = torch.randn(samples, d, d, generator=g, dtype=torch.float64)
+        return w / torch.linalg.matrix_norm(w, ord=2).reshape(samples, 1, 1) * scale
+
+    angles = rope_angles(n, d, rope_base) if rope_base is not None else None
+    for _ in range(depth):
+        wq, wk, wv = draw(weight_norm), draw(weight_norm), draw(1.0)
+        q, k = x @ wq, x @ wk
+        if angles is not None:
+            q, k = apply_rope(q, angles), apply_rope(k, angles)
+        a = attention_weights(q, k, mask, bias)
+        yield a
+        x = a @ x @ wv

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["rollout", "first_position_mass", "layers_to_reach"]
+__all__ = ["rollout", "first_position_mass", "layers_to_reach", "stream_rollout", "row_powers"]
 
 
 def rollout(attn: torch.Tensor, residual: bool = False) -> torch.Tensor:
@@ -38,3 +38,40 @@ def layers_to_reach(mass: torch.Tensor, level: float) -> torch.Tensor:
     hit = mass >= level
     first = torch.argmax(hit.to(torch.int8), dim=-1) + 1
     return torch.where(hit.any(dim=-1), first, torch.full_like(first, -1))
+
+
+def stream_rollout(layers, cols: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Roll out layers one at a time without storing the stack.
+
+    ``layers``: an iterable of ``A(t)`` of shape ``(..., n, n)`` (e.g.
+    :func:`posbias.attention.iter_random_attention`). Returns ``(kept, p_last)``: ``kept`` of shape
+    ``(..., T, n, len(cols))`` holds the columns ``cols`` of ``P(t)`` after every layer (all columns
+    when ``cols`` is None), and ``p_last`` is the final ``P(T-1)`` of shape ``(..., n, n)``.
+    """
+    kept = []
+    p = None
+    for a in layers:
+        p = a if p is None else a @ p
+        kept.append(p if cols is None else p[..., cols])
+    if p is None:
+        raise ValueError("no layers given")
+    return torch.stack(kept, dim=-3), p
+
+
+def row_powers(a: torch.Tensor, row: int, depths: list[int]) -> torch.Tensor:
+    """Row ``row`` of ``A^L`` for each ``L`` in ``depths`` (one fixed layer repeated), by vector products.
+
+    ``a``: ``(n, n)``; returns ``(len(depths), n)``. Costs ``O(max(depths) n^2)`` instead of the
+    ``O(L n^3)`` of a full rollout, so ``n`` in the thousands is fine.
+    """
+    if not depths or min(depths) < 1:
+        raise ValueError("depths must be a non-empty list of integers >= 1")
+    want = set(depths)
+    v = torch.zeros(a.shape[-1], dtype=a.dtype)
+    v[row] = 1.0
+    out = {}
+    for L in range(1, max(depths) + 1):
+        v = v @ a
+        if L in want:
+            out[L] = v.clone()
+    return torch.stack([out[L] for L in depths])

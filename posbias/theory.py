@@ -1,0 +1,234 @@
+"""Closed forms of Wu et al. (2025), Section 4: path counts, decay profiles, critical distances.
+
+Conventions. ``depth`` ``L`` is the NUMBER of attention layers (factors in the product
+``A(L-1) ... A(0)``); the rollout tensor of :mod:`posbias.rollout` stores that product at index
+``L - 1``. ``k = i - j >= 0`` is the distance from a token back to a position. Everything that
+can overflow is computed in log space, so ``k`` and ``L`` in the thousands are fine.
+
+Two objects must not be confused:
+
+* the *unnormalised* (Toeplitz) path sum ``W^L`` where ``W_ij = w(i - j)`` for ``j <= i``:
+  for the decay weight ``w(k) = e^{-m k}`` it is exactly ``C(k+L-1, k) e^{-m k}``;
+* the *normalised* rollout ``P = (D^{-1} W)^L`` of causal attention, where row ``i`` is divided by
+  ``Z_i = sum_{l <= i} w(i - l)``. Because ``Z_i`` depends on ``i`` the rows of ``D^{-1} W`` are
+  not all the same profile, and ``P`` equals the path-count formula only up to the band of
+  :func:`decay_band`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from scipy.optimize import brentq
+
+from posbias.attention import apply_rope, decay_bias
+from posbias.masks import causal_mask
+
+__all__ = [
+    "log_path_count",
+    "decay_profile_log",
+    "decay_critical_distance",
+    "decay_critical_distance_stirling",
+    "decay_weights",
+    "decay_band",
+    "band_argmax_set",
+    "rope_scores",
+    "rope_path_sum_log",
+    "rope_profile_bounds_log",
+    "rope_profile_log",
+    "rope_critical_distance",
+    "rope_critical_distance_stirling",
+    "rope_critical_slopes",
+    "rope_slowest_angle",
+    "half_weight_distance_decay",
+    "half_weight_distance_rope",
+]
+
+
+# --------------------------------------------------------------------------- path counts
+def log_path_count(k: torch.Tensor | np.ndarray | int, depth: int) -> torch.Tensor:
+    """``log C(k + L - 1, k)``: the log number of monotone walks of ``L`` steps covering distance ``k``.
+
+    A walk ``i = l_0 >= l_1 >= ... >= l_L = j`` on the causal graph is a composition of
+    ``k = i - j`` into ``L`` non-negative steps; there are ``C(k+L-1, k)`` of them. ``k``: any shape,
+    returns float64 of the same shape.
+    """
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    k = torch.as_tensor(k, dtype=torch.float64)
+    if bool((k < 0).any()):
+        raise ValueError("distances k must be >= 0")
+    return torch.lgamma(k + depth) - torch.lgamma(k + 1) - math.lgamma(depth)
+
+
+# --------------------------------------------------------------------------- decay mask
+def decay_profile_log(k: torch.Tensor | np.ndarray | int, depth: int, m: float) -> torch.Tensor:
+    """``log g_L(k) = log C(k+L-1, k) - m k``: the multi-layer decay profile of Theorem 4.5."""
+    return log_path_count(k, depth) - m * torch.as_tensor(k, dtype=torch.float64)
+
+
+def decay_critical_distance(depth: int, m: float) -> int:
+    """Smallest argmax of ``g_L(k) = C(k+L-1, k) e^{-m k}`` over integers ``k >= 0`` (exact).
+
+    ``g(k+1)/g(k) = e^{-m} (k+L)/(k+1) > 1`` iff ``k < kappa = (L-1)/(e^m-1) - 1``, so ``g`` rises
+    up to ``ceil(kappa)`` and falls after (a tie at ``kappa`` and ``kappa+1`` when ``kappa`` is an
+    integer; the smaller is returned).
+    """
+    if m <= 0:
+        raise ValueError("with m <= 0 the profile grows without bound: no critical distance")
+    kappa = (depth - 1) / math.expm1(m) - 1.0
+    return max(0, math.ceil(kappa - 1e-12))
+
+
+def decay_critical_distance_stirling(depth: int, m: float) -> float:
+    """Root of the Stirling derivative ``log((k+L-1)/k) = m``: ``k* = (L-1)/(e^m - 1)``.
+
+    It is exactly ``kappa + 1`` of :func:`decay_critical_distance`, so the Stirling value is at most
+    one token above the exact argmax.
+    """
+    if m <= 0:
+        raise ValueError("with m <= 0 the profile grows without bound: no critical distance")
+    return (depth - 1) / math.expm1(m)
+
+
+def decay_weights(n: int, m: float) -> torch.Tensor:
+    """Unnormalised causal decay weights ``W_ij = e^{-m (i-j)}`` for ``j <= i``, 0 above. Shape ``(n, n)``."""
+    return torch.exp(decay_bias(n, m)) * causal_mask(n)
+
+
+def decay_band(depth: int, m: float, j: torch.Tensor | int, logit_bound: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log band for ``P(L)_ij / [(1-gamma)^L C(k+L-1,k) gamma^k]``, ``gamma = e^{-m}``, 0-based column ``j``.
+
+    Every factor of a path from ``i`` down to ``j`` is ``e^{s} gamma^{step} / Z_row`` with the logit
+    ``|s| <= B`` (``logit_bound``) and a row ``>= j``, whose normaliser lies in
+    ``[e^{-B} Z_j^0, e^{B} / (1-gamma)]`` where ``Z_j^0 = (1-gamma^{j+1})/(1-gamma)``. Hence the ratio
+    lies in ``[e^{-2BL}, e^{2BL} (1-gamma^{j+1})^{-L}]``. Returns ``(log_lo, log_hi)`` shaped like ``j``.
+    """
+    j = torch.as_tensor(j, dtype=torch.float64)
+    lo = torch.full_like(j, -2.0 * logit_bound * depth)
+    hi = 2.0 * logit_bound * depth - depth * torch.log(-torch.expm1(-m * (j + 1)))
+    return lo, hi
+
+
+def band_argmax_set(log_profile: torch.Tensor, log_width: float) -> torch.Tensor:
+    """Indices where a profile could still peak if it is only known up to a factor ``e^{log_width}``.
+
+    If ``log P(k) - log g(k)`` lies in an interval of width ``log_width``, the argmax of ``P`` is
+    among ``{k : log g(k) >= max log g - log_width}``. Returns a boolean mask like ``log_profile``.
+    """
+    return log_profile >= log_profile.max() - log_width
+
+
+# --------------------------------------------------------------------------- RoPE
+def rope_scores(n: int, theta: float, beta: float, phi: float = 0.0) -> torch.Tensor:
+    """Logits ``q_i . k_j`` of one RoPE pair (d = 2) rotating ``theta`` per position. Shape ``(n, n)``.
+
+    Every token's raw query has angle ``phi`` and raw key angle 0, with ``|q| |k| = beta``; the library's
+    :func:`posbias.attention.apply_rope` rotates them by ``i theta`` and ``j theta``. Lemma 4.6's
+    form is ``beta cos(phi + (i - j) theta)``.
+    """
+    angles = torch.arange(n, dtype=torch.float64).unsqueeze(1) * theta  # (n, 1)
+    q = torch.tensor([math.cos(phi), math.sin(phi)], dtype=torch.float64).expand(n, 2) * math.sqrt(beta)
+    k = torch.tensor([1.0, 0.0], dtype=torch.float64).expand(n, 2) * math.sqrt(beta)
+    return apply_rope(q, angles) @ apply_rope(k, angles).T
+
+
+def rope_path_sum_log(n: int, depth: int, theta: float, beta: float) -> torch.Tensor:
+    """``log h_L(k)``, ``k = 0..n-1``: the unnormalised L-layer path sum for RoPE weights.
+
+    ``h_L`` is the ``L``-fold convolution of ``w(k) = e^{beta cos(k theta)}`` (the Toeplitz rollout
+    ``(W^L)_{i, i-k}`` for a token far from the start, before any row normalisation). Computed
+    by repeated convolution with a running log scale, in float64. Shape ``(n,)``.
+    """
+    k = np.arange(n)
+    w = np.exp(beta * (np.cos(k * theta) - 1.0))  # e^{-beta} scale factored out below
+    v = np.zeros(n)
+    v[0] = 1.0
+    log_scale = 0.0
+    for _ in range(depth):
+        v = np.convolve(v, w)[:n]
+        s = v.max()
+        v /= s
+        log_scale += math.log(s) + beta
+    with np.errstate(divide="ignore"):
+        return torch.from_numpy(np.log(v) + log_scale)
+
+
+def rope_profile_bounds_log(k: torch.Tensor | np.ndarray, depth: int, theta: float, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bounds on ``log h_L(k)`` valid for ``k theta <= pi/2`` (where ``cos(x theta)`` is concave).
+
+    For a composition ``k_1 + ... + k_L = k`` concavity gives
+    ``(L-1) + cos(k theta) <= sum_s cos(k_s theta) <= L cos(k theta / L)`` (extreme split vs even
+    split), so ``log C + beta (L - 1 + cos k theta) <= log h_L(k) <= log C + beta L cos(k theta / L)``.
+    The lower bound is the paper's profile ``C(k+L-1,k) e^{c cos(k theta)}`` with ``c = beta``.
+    """
+    k = torch.as_tensor(k, dtype=torch.float64)
+    lc = log_path_count(k, depth)
+    return lc + beta * (depth - 1 + torch.cos(k * theta)), lc + beta * depth * torch.cos(k * theta / depth)
+
+
+def rope_profile_log(k: torch.Tensor | np.ndarray, depth: int, theta: float, c: float) -> torch.Tensor:
+    """The paper's multi-layer RoPE profile ``log[C(k+L-1, k) e^{c cos(k theta)}]`` (Theorem 4.7)."""
+    k = torch.as_tensor(k, dtype=torch.float64)
+    return log_path_count(k, depth) + c * torch.cos(k * theta)
+
+
+def rope_critical_distance(depth: int, theta: float, c: float, k_max: int | None = None) -> int:
+    """Integer argmax of :func:`rope_profile_log` over ``0 <= k <= k_max`` (default ``floor(pi/(2 theta))``)."""
+    k_max = int(math.pi / (2 * theta)) if k_max is None else k_max
+    k = torch.arange(k_max + 1)
+    return int(torch.argmax(rope_profile_log(k, depth, theta, c)))
+
+
+def _rope_F(k: float, depth: int, theta: float, c: float) -> float:
+    return math.log((k + depth - 1) / k) - c * theta * math.sin(k * theta)
+
+
+def rope_critical_distance_stirling(depth: int, theta: float, c: float) -> float:
+    """Root in ``(0, pi/(2 theta)]`` of ``F(k) = log((k+L-1)/k) - c theta sin(k theta)`` (Appendix H).
+
+    ``F`` is the Stirling derivative of the log profile; it decreases on ``(0, pi/(2 theta))``. If it
+    is still positive at ``pi/(2 theta)`` the path count wins on the whole concave range and
+    ``pi/(2 theta)`` is returned (saturated).
+    """
+    if depth < 2:
+        return 0.0
+    hi = math.pi / (2 * theta)
+    if _rope_F(hi, depth, theta, c) >= 0:
+        return hi
+    return brentq(_rope_F, 1e-12, hi, args=(depth, theta, c), xtol=1e-10)
+
+
+def rope_critical_slopes(k: float, depth: int, theta: float, c: float) -> tuple[float, float]:
+    """Implicit differentiation of ``F(k, L, theta) = 0``: returns ``(dk/dL, dk/dtheta)``.
+
+    ``F_k = 1/(k+L-1) - 1/k - c theta^2 cos(k theta) < 0``, ``F_L = 1/(k+L-1) > 0`` and
+    ``F_theta = -c (sin(k theta) + k theta cos(k theta)) < 0`` for ``k theta < pi/2``, so
+    ``dk/dL = -F_L/F_k > 0`` and ``dk/dtheta = -F_theta/F_k < 0``.
+    """
+    f_k = 1 / (k + depth - 1) - 1 / k - c * theta**2 * math.cos(k * theta)
+    f_l = 1 / (k + depth - 1)
+    f_t = -c * (math.sin(k * theta) + k * theta * math.cos(k * theta))
+    return -f_l / f_k, -f_t / f_k
+
+
+def rope_slowest_angle(d: int, base: float = 10000.0) -> float:
+    """Angle per position of the slowest RoPE pair, ``base^{-(d-2)/d}`` (pair ``p = d/2 - 1``)."""
+    return base ** (-(d - 2) / d)
+
+
+def half_weight_distance_decay(m: float) -> float:
+    """Distance at which one decay-mask layer halves the weight: ``e^{-m k} = 1/2``, ``k = ln 2 / m``."""
+    return math.log(2) / m
+
+
+def half_weight_distance_rope(theta: float, beta: float) -> float:
+    """Distance at which one aligned RoPE pair halves the weight: ``e^{beta (cos(k theta) - 1)} = 1/2``.
+
+    ``k = arccos(1 - ln 2 / beta) / theta``; ``inf`` when ``beta < ln 2 / 2`` (never halves).
+    """
+    x = 1 - math.log(2) / beta
+    if x < -1:
+        return math.inf
+    return math.acos(x) / theta

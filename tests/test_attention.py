@@ -1,0 +1,69 @@
+"""Property tests of posbias.attention."""
+import math
+
+import torch
+from hypothesis import given, settings, strategies as st
+
+from posbias.attention import (apply_rope, attention_weights, decay_bias, masked_softmax, random_attention_stack,
+                               rope_angles, sinusoidal_pe)
+from posbias.masks import make_mask
+
+MASK = st.sampled_from(["full", "causal", "window", "prefix"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(MASK, st.integers(1, 16), st.integers(1, 8), st.floats(0.0, 1e3), st.integers(0, 10**6))
+def test_masked_softmax_rows_are_distributions_on_the_mask(kind, n, w, scale, seed):
+    mask = make_mask(kind, n, window=min(w, n), prefix=min(w, n))
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.rand(3, n, n, generator=g, dtype=torch.float64) * 2 - 1) * scale
+    a = masked_softmax(logits, mask)
+    assert torch.isfinite(a).all() and (a >= 0).all()
+    assert torch.allclose(a.sum(-1), torch.ones(3, n, dtype=torch.float64), atol=1e-12)
+    assert (a[:, ~mask] == 0).all()  # a token never sees a position its mask forbids
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 10**6), st.floats(10.0, 1e5))
+def test_rope_preserves_norms(half_d, seed, base):
+    d, n = 2 * half_d, 11
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    y = apply_rope(x, rope_angles(n, d, base))
+    assert torch.allclose(y.norm(dim=-1), x.norm(dim=-1), rtol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 10**6), st.integers(0, 50))
+def test_rope_scores_depend_only_on_relative_position(half_d, seed, shift):
+    d, n = 2 * half_d, 12
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(d, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
+    ang = rope_angles(n + shift, d)
+    qs, ks = apply_rope(q.expand(n + shift, d), ang), apply_rope(k.expand(n + shift, d), ang)
+    s = qs @ ks.T  # s[i, j] for positions i, j
+    # shifting both positions by `shift` leaves the score unchanged
+    assert torch.allclose(s[:n, :n], s[shift:, shift:], atol=1e-10)
+
+
+def test_decay_bias_multiplies_by_gamma_power():
+    n, m = 6, 0.7
+    a = masked_softmax(decay_bias(n, m), make_mask("causal", n))
+    assert torch.allclose(a[5, 3] / a[5, 4], torch.tensor(math.exp(-m), dtype=torch.float64))
+
+
+def test_sinusoidal_pe_shape_and_range():
+    pe = sinusoidal_pe(10, 8)
+    assert pe.shape == (10, 8) and pe.abs().max() <= 1
+    assert torch.allclose(pe[0, 0::2], torch.zeros(4)) and torch.allclose(pe[0, 1::2], torch.ones(4))
+
+
+@settings(max_examples=15, deadline=None)
+@given(MASK, st.integers(2, 10), st.integers(1, 4), st.floats(0.5, 3.0), st.integers(0, 1000))
+def test_random_stack_respects_logit_bound(kind, n, w, weight_norm, seed):
+    """A1-A2: every allowed edge has weight >= e^{-2B} / (allowed positions in the row)."""
+    mask = make_mask(kind, n, window=min(w, n), prefix=min(w, n))
+    attn, bound = random_attention_stack(mask, 3, weight_norm=weight_norm, samples=2, seed=seed)
+    allowed = mask.sum(-1, keepdim=True).double()
+    floor = math.exp(-2 * bound) / allowed
+    assert ((attn >= floor * (1 - 1e-12)) | ~mask).all()
+    assert torch.allclose(attn.sum(-1), torch.ones_like(attn.sum(-1)))
