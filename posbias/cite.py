@@ -1,0 +1,123 @@
+"""Citation entries for figures, the "Re-run / Cite" boxes, and the generated status and citing pages."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from typing import Any
+
+from .provenance import git_state
+
+__all__ = ["BOOK_URL", "figure_bibtex", "rerun_command", "footer_markdown", "status_page", "citation_page"]
+
+BOOK_URL = os.environ.get("POSBIAS_BOOK_URL", "https://posbias.github.io/posbias")
+YEAR = "2026"
+
+
+def _bibkey(chapter: str, fig: str) -> str:
+    return f"posbias:{chapter}:{fig}"
+
+
+def figure_bibtex(chapter: str, fig: dict[str, Any], title: str) -> str:
+    """A BibTeX ``@misc`` entry for one reproduced figure, pinned to the commit and its file hash."""
+    prov = fig["provenance"]
+    commit = (prov.get("commit") or "unknown")[:12]
+    png = fig["files"].get("png", {}).get("sha256", "")[:16]
+    params = json.dumps(prov.get("parameters", {}), sort_keys=True)
+    return (f"@misc{{{_bibkey(chapter, fig['name'])},\n"
+            f"  title        = {{{{posbias}}: {title}, figure ``{fig['name']}''}},\n"
+            f"  author       = {{{{The posbias developers}}}},\n"
+            f"  year         = {{{YEAR}}},\n"
+            f"  howpublished = {{\\url{{{BOOK_URL}/book/_executed/{chapter}/{chapter}.html}}}},\n"
+            f"  note         = {{Reproduced figure; commit {commit}; PNG sha256 {png}; "
+            f"profile {prov.get('profile', '')}; parameters {params.replace('{', '(').replace('}', ')')}}}\n}}")
+
+
+def rerun_command(chapter: str, params: dict[str, Any], defaults: dict[str, Any]) -> str:
+    parts = ["posbias", "run", chapter]
+    for k, v in params.items():
+        if defaults.get(k) != v:
+            val = ",".join(map(str, v)) if isinstance(v, list) else str(v)
+            parts += ["-p", k, val]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def footer_markdown(chapter_id: str, params: dict[str, Any], figures: list[dict[str, Any]], profile: str) -> str:
+    """The "Re-run this chapter" and "Cite this figure" boxes (MyST markdown)."""
+    from .chapters import get_chapter
+
+    ch = get_chapter(chapter_id)
+    defaults = {n: p.default for n, p in ch.params.items()}
+    rows = "\n".join(f"| `{n}` | {p.type} | `{params.get(n)!r}` | `{p.default!r}` | {p.describe_range()} | {p.help} |"
+                     for n, p in ch.params.items())
+    cmd = rerun_command(chapter_id, params, defaults)
+    out = [
+        "````{admonition} Re-run this chapter",
+        ":class: tip",
+        f"This page was executed with the `{profile}` profile at commit `{(git_state()['commit'] or 'unknown')[:12]}`. "
+        "To execute it again with your own parameters:",
+        "```bash",
+        cmd + "            # these exact parameters",
+        f"posbias run {chapter_id} -p NAME VALUE ...   # your own; see `posbias list {chapter_id}`",
+        "```",
+        "",
+        "| parameter | type | this run | default | allowed | meaning |",
+        "| --- | --- | --- | --- | --- | --- |",
+        rows,
+        "````",
+    ]
+    for fig in figures:
+        out += ["", "````{admonition} Cite this figure: " + fig["name"], ":class: note",
+                "```bibtex", figure_bibtex(chapter_id, fig, ch.title), "```",
+                "Files (SHA-256): " + ", ".join(f"`{ext}` {f['sha256'][:16]}" for ext, f in fig["files"].items()),
+                "````"]
+    return "\n".join(out)
+
+
+def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
+    git = git_state()
+    lines = ["# Status of this build", "",
+             f"Every chapter below was executed for this build with the `{profile}` profile at commit "
+             f"`{git['commit']}`{' (with uncommitted changes)' if git['dirty'] else ''}. Each check is an assertion "
+             "comparing a measured number with a derived one; a failed check stops the build.", "",
+             "| chapter | profile | status | checks | wall time (s) | device | data read |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    detail = []
+    for cid, res in results.items():
+        if res is None:
+            lines.append(f"| {cid} | | not run | | | | |")
+            continue
+        checks = res["checks"]
+        ok = sum(c["passed"] for c in checks)
+        prov = res["provenance"]
+        data = "<br>".join(f"`{d['path']}` ({d['source']}, {d['sha256'][:12]})" for d in res.get("data", [])) or "none"
+        lines.append(f"| [{cid}](./{cid}/{cid}.ipynb) | {res['profile']} | {res['status']} | {ok}/{len(checks)} | "
+                     f"{prov['wall_seconds']} | {prov.get('device', '')} | {data} |")
+        detail += [f"## {cid}", ""] + [
+            f"- {'✅' if c['passed'] else '❌'} `{c['name']}`: {c['claim']}" for c in checks] + [""]
+    return "\n".join(lines + ["", "## Checks, chapter by chapter", ""] + [
+        ln.replace("## ", "### ", 1) if ln.startswith("## ") else ln for ln in detail]) + "\n"
+
+
+def citation_page(results: dict[str, dict[str, Any] | None]) -> str:
+    lines = ["# How to cite", "",
+             "Cite the book as a whole with the entry in `CITATION.cff` at the root of the repository "
+             "(GitHub shows it as *Cite this repository*), and cite the source papers for their results "
+             "(see the bibliography). Each reproduced figure has its own entry below, pinned to the commit "
+             "that made it and to the SHA-256 of its PNG file; the PNG, SVG and PDF files carry the same "
+             "provenance in their metadata.", "",
+             "```bibtex",
+             "@misc{posbias,",
+             "  title        = {{posbias}: a reproducible companion to the research on position bias in transformers},",
+             "  author       = {{The posbias developers}},",
+             f"  year         = {{{YEAR}}},",
+             f"  howpublished = {{\\url{{{BOOK_URL}}}}},",
+             "}", "```", ""]
+    for cid, res in results.items():
+        if not res or not res.get("figures"):
+            continue
+        lines += [f"## {res['title']}", ""]
+        for fig in res["figures"]:
+            lines += [f"Figure `{fig['name']}` of [{cid}](./{cid}/{cid}.ipynb):", "", "```bibtex",
+                      figure_bibtex(cid, fig, res["title"]), "```", ""]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,129 @@
+"""``posbias list | run | build | check-data | campaign``: the commands a reader types."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .chapters import PROFILES, ParamError, chapter_ids, get_chapter
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with a message naming the fix (argparse's own convention too)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"error: {message}. See `posbias {self.prog.split()[-1]} --help`.", file=sys.stderr)
+        sys.exit(2)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    if args.chapter:
+        ch = get_chapter(args.chapter)
+        print(f"{ch.id}: {ch.title}\n")
+        print(f"  {'parameter':<18} {'type':<10} {'default':<22} allowed / meaning")
+        for p in ch.params.values():
+            print(f"  {p.name:<18} {p.type:<10} {json.dumps(p.default):<22} {p.describe_range()}; {p.help}")
+        for prof, over in ch.profiles.items():
+            print(f"\n  profile {prof}: " + (", ".join(f"{k}={json.dumps(v)}" for k, v in over.items()) or "(defaults)"))
+        for c in ch.constraints:
+            print(f"  constraint: {c['rule']}  ({c.get('message', '')})")
+        return 0
+    for cid in chapter_ids():
+        ch = get_chapter(cid)
+        print(f"{cid:<24} {ch.title}")
+        for p in ch.params.values():
+            print(f"    {p.name:<18} = {json.dumps(p.default):<20} ({p.type}) {p.help}")
+    return 0
+
+
+def _overrides(pairs: list[list[str]] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in pairs or []:
+        if name in out:
+            raise ParamError(f"parameter {name!r} given twice with -p; give it once")
+        out[name] = value
+    return out
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .runner import run_chapter
+
+    try:
+        overrides = _overrides(args.p)
+    except ParamError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    res = run_chapter(args.chapter, overrides, profile=args.profile, out=args.out, timeout=args.timeout,
+                      device=args.device, write_data=args.write_data, quiet=args.quiet)
+    print(res.message, file=sys.stderr if res.code else sys.stdout)
+    return res.code
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    return build(profile=args.profile, jobs=args.jobs, builder=args.builder)
+
+
+def _cmd_check_data(args: argparse.Namespace) -> int:
+    from .checkdata import check_data
+
+    return check_data(sample=args.sample)
+
+
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    try:
+        from .train import run_campaign
+    except ImportError:
+        print("error: campaigns need posbias.train.run_campaign, which this checkout does not have", file=sys.stderr)
+        return 2
+    return int(run_campaign(args.chapter, profile=args.profile) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(prog="posbias", description="Run, re-run and build the posbias book.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("list", help="chapters, or one chapter's parameters")
+    p.add_argument("chapter", nargs="?")
+    p.set_defaults(func=_cmd_list)
+
+    p = sub.add_parser("run", help="execute a chapter with parameters")
+    p.add_argument("chapter")
+    p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="set a parameter (repeatable)")
+    p.add_argument("--profile", default="default", choices=PROFILES)
+    p.add_argument("--out", default=None, help="output folder (default runs/<chapter>-<hash of parameters>)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
+    p.add_argument("--write-data", action="store_true", help="store expensive results in data/ (maintainers)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("build", help="run every chapter of _toc.yml and build the book")
+    p.add_argument("--profile", default="default", choices=PROFILES)
+    p.add_argument("--jobs", type=int, default=1, help="chapters run at once")
+    p.add_argument("--builder", default="html", choices=("html", "pdflatex", "latex"))
+    p.set_defaults(func=_cmd_build)
+
+    p = sub.add_parser("check-data", help="verify data/ against its manifest and recompute a sample")
+    p.add_argument("--sample", type=int, default=2, help="committed results to recompute (0 = none)")
+    p.set_defaults(func=_cmd_check_data)
+
+    p = sub.add_parser("campaign", help="run a long experiment unit by unit, resumable")
+    p.add_argument("chapter")
+    p.add_argument("--profile", default="paper", choices=PROFILES)
+    p.set_defaults(func=_cmd_campaign)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ParamError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

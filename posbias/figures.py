@@ -1,0 +1,96 @@
+"""One figure style and one ``save`` that writes PNG, SVG and PDF with their provenance embedded.
+
+Files are byte-identical across builds of the same commit and parameters: no dates in the metadata,
+a fixed SVG hash salt, and ``SOURCE_DATE_EPOCH`` honoured by the PDF backend.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg") if not os.environ.get("MPLBACKEND") else None
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .provenance import git_state, sha256_file  # noqa: E402
+
+__all__ = ["style", "save", "FORMATS"]
+
+FORMATS = ("png", "svg", "pdf")
+
+
+def style() -> None:
+    """The book's one figure style (seaborn, colour-blind palette, deterministic SVG ids)."""
+    import seaborn as sns
+
+    sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
+    plt.rcParams.update({
+        "figure.dpi": 100,
+        "savefig.dpi": 150,
+        "savefig.bbox": "tight",
+        "svg.hashsalt": "posbias",
+        "svg.fonttype": "path",
+        "pdf.compression": 6,
+        "font.size": 10,
+        "axes.titlesize": 10,
+        "figure.constrained_layout.use": True,
+    })
+
+
+def _provenance(name: str, caption: str) -> dict[str, Any]:
+    from . import report
+
+    rec = report.record()
+    return {
+        "figure": name,
+        "chapter": os.environ.get("POSBIAS_CHAPTER", "interactive"),
+        "caption": caption,
+        "parameters": json.loads(os.environ.get("POSBIAS_PARAMS", "{}")),
+        "profile": os.environ.get("POSBIAS_PROFILE", ""),
+        "commit": git_state()["commit"],
+        "data": [{"path": d["path"], "sha256": d["sha256"]} for d in rec["data"]],
+    }
+
+
+def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> dict[str, Any]:
+    """Write ``fig`` as ``<run dir>/figures/<name>.{png,svg,pdf}`` with embedded provenance.
+
+    The figure is also glued under ``name`` for a ``{glue:figure}`` directive in the chapter (which
+    gives it a number, a caption and a stable anchor) and closed, so it is not shown twice. Returns the
+    figure's record: files with SHA-256, and the provenance.
+    """
+    from . import report
+
+    run_dir = Path(os.environ.get("POSBIAS_RUN_DIR", "."))
+    out = run_dir / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    prov = _provenance(name, caption)
+    desc = json.dumps(prov, sort_keys=True)
+    title = f"{prov['chapter']}: {name}"
+    meta = {
+        "png": {"Title": title, "Description": desc, "Software": "posbias"},
+        "svg": {"Title": title, "Description": desc, "Date": None, "Creator": "posbias"},
+        "pdf": {"Title": title, "Subject": desc, "Creator": "posbias", "Producer": "posbias",
+                "CreationDate": None, "ModDate": None},
+    }
+    files = {}
+    for ext in FORMATS:
+        path = out / f"{name}.{ext}"
+        tmp = out / f".{name}.tmp.{ext}"
+        fig.savefig(tmp, format=ext, metadata=meta[ext])
+        os.replace(tmp, path)
+        files[ext] = {"path": f"figures/{name}.{ext}", "sha256": sha256_file(path)}
+    entry = {"name": name, "caption": caption, "files": files, "provenance": prov}
+    report.note_figure(entry)
+    try:
+        from myst_nb import glue
+
+        if report._in_notebook():
+            glue(name, fig, display=False)
+    except ImportError:  # pragma: no cover
+        pass
+    plt.close(fig)
+    return entry

@@ -1,0 +1,302 @@
+"""The parameter-free LayerNorm stack of Kim et al., vectorised over simulations, and its closed forms.
+
+One layer, with identity ``W_Q = W_K = W_V`` and no feed-forward::
+
+    h      = LN(x)            (or h = x without LayerNorm; LN has no affine parameters, eps 1e-12)
+    scores = h h^T / sqrt(d)  (+ optional decay bias; with RoPE, q = k = rope(h) in the product)
+    x'     = softmax_causal(scores) h   (+ x with the residual connection)
+
+Inputs are ``x_i = (z_i + l u) / sqrt(d)`` with ``z_i, u ~ N(0, I_d)``: the shared vector ``u`` gives
+anisotropy ``alpha = l^2 / (1 + l^2)`` (the cosine between two distinct inputs as ``d -> inf``).
+
+Shapes: ``s`` simulations, ``n`` tokens, ``d`` width, ``T`` layers. Positions are 0-based in code.
+
+Closed forms (derived in the ``kim-*`` chapters). Write ``G`` for the large-``d`` Gram matrix of the
+layer-1 values divided by ``d`` and ``W`` for the layer-1 attention rows. Then the layer-1 output is
+``y = W h`` and, with LayerNorm, the layer-2 score is ``sqrt(d) cos(y_i, y_j)`` with
+``y_i . y_j / d = (W G W^T)_ij``; without LayerNorm it is ``(W G W^T)_ij / sqrt(d)``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
+from posbias.masks import causal_mask
+
+__all__ = [
+    "LN_EPS",
+    "SimResult",
+    "anisotropy_level",
+    "alpha_to_l",
+    "sample_inputs",
+    "layer_norm",
+    "stack_forward",
+    "simulate",
+    "recency_probability",
+    "layer1_offdiag_moments",
+    "layer1_log_weights",
+    "layer2_scores",
+    "uniform_sketch",
+    "row_slope",
+]
+
+LN_EPS = 1e-12
+_BLOCK = 1000  # simulations per random-number block: results do not depend on the memory chunk
+
+
+def anisotropy_level(l: float) -> float:
+    """``alpha = l^2 / (1 + l^2)``: the limiting cosine of two inputs sharing ``l u``."""
+    return l * l / (1.0 + l * l)
+
+
+def alpha_to_l(alpha: float) -> float:
+    """Inverse of :func:`anisotropy_level`: ``l = sqrt(alpha / (1 - alpha))`` for ``0 <= alpha < 1``."""
+    if not 0.0 <= alpha < 1.0:
+        raise ValueError(f"anisotropy alpha must be in [0, 1), got {alpha}")
+    return math.sqrt(alpha / (1.0 - alpha))
+
+
+def sample_inputs(sims: int, n: int, d: int, alpha: float, generator: torch.Generator) -> torch.Tensor:
+    """``(randn(n, d) + l randn(1, d)) / sqrt(d)`` for each simulation. Shape ``(sims, n, d)``, float64."""
+    l = alpha_to_l(alpha)
+    z = torch.randn(sims, n, d, generator=generator, dtype=torch.float64)
+    u = torch.randn(sims, 1, d, generator=generator, dtype=torch.float64)
+    return (z + l * u) / math.sqrt(d)
+
+
+def layer_norm(x: torch.Tensor, eps: float = LN_EPS) -> torch.Tensor:
+    """LayerNorm over the last axis without affine parameters: ``(x - mean) / sqrt(var + eps)``."""
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+
+
+def stack_forward(
+    x: torch.Tensor,
+    depth: int,
+    *,
+    layernorm: bool = True,
+    residual: bool = False,
+    rope_base: float | None = None,
+    decay: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the parameter-free stack on inputs ``x`` ``(s, n, d)``.
+
+    Returns ``(scores, attn)``, both ``(s, T, n, n)``: the pre-softmax scores of each layer (masked
+    entries set to NaN) and the causal attention weights. ``rope_base`` rotates queries and keys
+    by RoPE before the product (values stay unrotated); ``decay`` adds the bias ``-m (i - j)``.
+    """
+    s, n, d = x.shape
+    mask = causal_mask(n)
+    bias = decay_bias(n, decay, dtype=x.dtype) if decay else None
+    angles = rope_angles(n, d, rope_base, dtype=x.dtype) if rope_base is not None else None
+    scores = torch.empty(s, depth, n, n, dtype=x.dtype)
+    attn = torch.empty(s, depth, n, n, dtype=x.dtype)
+    for t in range(depth):
+        h = layer_norm(x) if layernorm else x
+        qk = apply_rope(h, angles) if angles is not None else h
+        logits = qk @ qk.transpose(-1, -2) / math.sqrt(d)
+        if bias is not None:
+            logits = logits + bias
+        a = masked_softmax(logits, mask)
+        scores[:, t] = logits.masked_fill(~mask, float("nan"))
+        attn[:, t] = a
+        x = a @ h + (x if residual else 0.0)
+    return scores, attn
+
+
+@dataclass
+class SimResult:
+    """Monte Carlo summary over ``sims`` simulations, per layer ``(T, n, n)`` (float64 numpy).
+
+    ``score_mean``/``score_var``: mean and variance of the pre-softmax scores (NaN above the
+    diagonal); ``attn_mean``: mean attention weights; ``rp_per_sim``: per layer, the mean over
+    simulations of the recency probability of each simulation's own score matrix.
+    """
+
+    score_mean: np.ndarray
+    score_var: np.ndarray
+    attn_mean: np.ndarray
+    rp_per_sim: np.ndarray
+    sims: int
+
+    @property
+    def score_se(self) -> np.ndarray:
+        """Standard error of ``score_mean``."""
+        return np.sqrt(self.score_var / self.sims)
+
+    def to_dict(self) -> dict:
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, dct: dict) -> "SimResult":
+        return cls(**{k: (np.asarray(v, dtype=float) if k != "sims" else int(v)) for k, v in dct.items()})
+
+
+def simulate(
+    *,
+    n: int = 10,
+    d: int = 64,
+    alpha: float = 0.0,
+    depth: int = 4,
+    sims: int = 100_000,
+    layernorm: bool = True,
+    residual: bool = False,
+    rope_base: float | None = None,
+    decay: float | None = None,
+    seed: int = 0,
+    max_bytes: int = 64 * 2**20,
+) -> SimResult:
+    """Monte Carlo of the stack: ``sims`` input sequences, accumulated in chunks.
+
+    Random numbers are drawn in fixed blocks of ``_BLOCK`` simulations, block ``b`` from a generator
+    seeded with ``(seed, b)``, so the result does not depend on ``max_bytes``; a chunk holds as many
+    blocks as keep its largest tensors under ``max_bytes``, so memory is bounded for any ``sims``.
+    """
+    if sims < 1 or n < 2 or d < 2 or depth < 1:
+        raise ValueError("need sims >= 1, n >= 2, d >= 2, depth >= 1")
+    per_sim = 8 * (4 * n * d + 4 * depth * n * n)  # inputs, h, q/k, output + scores/attn buffers
+    blocks_per_chunk = max(1, max_bytes // (per_sim * _BLOCK))
+    n_blocks = math.ceil(sims / _BLOCK)
+    acc_s = torch.zeros(depth, n, n, dtype=torch.float64)
+    acc_s2 = torch.zeros(depth, n, n, dtype=torch.float64)
+    acc_a = torch.zeros(depth, n, n, dtype=torch.float64)
+    acc_rp = torch.zeros(depth, dtype=torch.float64)
+    for b0 in range(0, n_blocks, blocks_per_chunk):
+        xs = []
+        for b in range(b0, min(b0 + blocks_per_chunk, n_blocks)):
+            g = torch.Generator().manual_seed(seed * 1_000_003 + b)
+            xs.append(sample_inputs(min(_BLOCK, sims - b * _BLOCK), n, d, alpha, g))
+        x = torch.cat(xs)
+        sc, at = stack_forward(x, depth, layernorm=layernorm, residual=residual, rope_base=rope_base, decay=decay)
+        acc_s += sc.sum(0)
+        acc_s2 += (sc * sc).sum(0)
+        acc_a += at.sum(0)
+        acc_rp += recency_probability(sc).sum(0)
+    mean = acc_s / sims
+    var = (acc_s2 / sims - mean**2).clamp(min=0.0) * sims / max(sims - 1, 1)
+    return SimResult(mean.numpy(), var.numpy(), (acc_a / sims).numpy(), (acc_rp / sims).numpy(), sims)
+
+
+def _triples(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    idx = torch.combinations(torch.arange(n), r=3)  # rows (j, k, i) with j < k < i
+    return idx[:, 2], idx[:, 1], idx[:, 0]
+
+
+def recency_probability(scores: torch.Tensor | np.ndarray) -> torch.Tensor:
+    """RP: share of triples ``j < k < i`` with ``score[i, k] > score[i, j]``. ``(..., n, n) -> (...)``.
+
+    Only strictly-below-diagonal entries enter. RP = 1 is perfect recency, 0 a perfect early-token
+    preference, 1/2 no order. Needs ``n >= 3``.
+    """
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    n = s.shape[-1]
+    if n < 3:
+        raise ValueError("RP needs at least 3 tokens")
+    i, k, j = _triples(n)
+    return (s[..., i, k] > s[..., i, j]).to(torch.float64).mean(dim=-1)
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+
+def layer1_offdiag_moments(d: int, alpha: float) -> tuple[float, float]:
+    """Mean and variance of a layer-1 off-diagonal LN score ``sqrt(d) r`` to order ``1/d``.
+
+    After LayerNorm the cosine ``r`` of two inputs is exactly the Pearson correlation of ``d`` i.i.d.
+    bivariate normal pairs with correlation ``alpha``, so (Fisher) ``E r = alpha (1 - (1-alpha^2)/(2d))``
+    and ``Var r = (1 - alpha^2)^2 / d``.
+    """
+    mean = math.sqrt(d) * alpha * (1.0 - (1.0 - alpha**2) / (2 * d))
+    var = (1.0 - alpha**2) ** 2
+    return mean, var
+
+
+def layer1_log_weights(n: int, d: int, alpha: float, *, layernorm: bool = True, lognormal: bool = True) -> torch.Tensor:
+    """Log of the unnormalised layer-1 attention weights ``(n, n)`` (``-inf`` above the diagonal).
+
+    With LayerNorm the diagonal is ``sqrt(d)`` and an off-diagonal weight is ``E exp(score)``:
+    ``exp(mean + var/2)`` with ``lognormal=True`` (the score is approximately normal), or the paper's
+    ``exp(alpha sqrt(d))`` with ``lognormal=False``, which gives its ``D_j = e^{sqrt d} + (j-1) e^{alpha sqrt d}``.
+    Without LayerNorm the scores are ``E x_i . x_j / sqrt(d)``: ``(1 + l^2) / sqrt(d)`` and ``l^2 / sqrt(d)``.
+    """
+    if layernorm:
+        diag = math.sqrt(d)
+        if lognormal:
+            m, v = layer1_offdiag_moments(d, alpha)
+            off = m + v / 2
+        else:
+            off = alpha * math.sqrt(d)
+    else:
+        l2 = alpha_to_l(alpha) ** 2
+        diag, off = (1.0 + l2) / math.sqrt(d), l2 / math.sqrt(d)
+    lw = torch.full((n, n), off, dtype=torch.float64)
+    lw.fill_diagonal_(diag)
+    return lw.masked_fill(~causal_mask(n), float("-inf"))
+
+
+def layer2_scores(
+    n: int,
+    d: int,
+    alpha: float = 0.0,
+    *,
+    layernorm: bool = True,
+    residual: bool = False,
+    lognormal: bool = True,
+    log_weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Predicted mean layer-2 score matrix ``(n, n)`` (NaN above the diagonal).
+
+    Layer 1 averages its values with rows ``W = softmax(log_weights)`` (default
+    :func:`layer1_log_weights`); the residual adds the un-normalised input, which is ``sigma h_i``
+    plus a constant with ``sigma = 1/sqrt(d (1 - alpha))`` under LayerNorm and ``h_i`` itself without.
+    ``G`` is ``alpha + (1 - alpha) I`` (LN values divided by ``d``) or ``l^2 + I`` (raw inputs). Then
+    ``C = W G W^T`` and the score is ``sqrt(d) C_ij / sqrt(C_ii C_jj)`` with LN, ``C_ij / sqrt(d)`` without.
+    """
+    lw = layer1_log_weights(n, d, alpha, layernorm=layernorm, lognormal=lognormal) if log_weights is None else log_weights
+    w = torch.softmax(lw, dim=-1)
+    eye = torch.eye(n, dtype=torch.float64)
+    if layernorm:
+        gram = alpha + (1.0 - alpha) * eye
+        sigma = 1.0 / math.sqrt(d * (1.0 - alpha))
+    else:
+        gram = alpha_to_l(alpha) ** 2 + eye
+        sigma = 1.0
+    if residual:
+        w = w + sigma * eye
+    c = w @ gram @ w.T
+    if layernorm:
+        dg = torch.sqrt(torch.diagonal(c))
+        s = math.sqrt(d) * c / (dg[:, None] * dg[None, :])
+    else:
+        s = c / math.sqrt(d)
+    return s.masked_fill(~causal_mask(n), float("nan"))
+
+
+def uniform_sketch(n: int) -> torch.Tensor:
+    """``LN(x1_i) . LN(x1_j) / d = sqrt(j / i)`` (1-based, ``j <= i``) if layer 1 averaged uniformly. ``(n, n)``."""
+    pos = torch.arange(1, n + 1, dtype=torch.float64)
+    s = torch.sqrt(torch.minimum(pos[:, None], pos[None, :]) / pos[:, None])
+    return s.masked_fill(~causal_mask(n), float("nan"))
+
+
+def row_slope(scores: torch.Tensor | np.ndarray, weights: torch.Tensor | np.ndarray | None = None) -> float:
+    """Pooled least-squares slope of score against key position ``j`` within rows, over ``j < i``.
+
+    Each row ``i >= 2`` (0-based) contributes its strictly-below-diagonal entries, centred on the row
+    mean, so row-level offsets do not count: a positive slope is recency, a negative one an
+    early-token preference. ``weights`` (same shape) gives inverse-variance weights.
+    """
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    wt = torch.ones_like(s) if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    n = s.shape[-1]
+    num = den = 0.0
+    for i in range(2, n):
+        y, w = s[i, :i], wt[i, :i]
+        x = torch.arange(i, dtype=torch.float64)
+        xm, ym = (w * x).sum() / w.sum(), (w * y).sum() / w.sum()
+        num += float((w * (x - xm) * (y - ym)).sum())
+        den += float((w * (x - xm) ** 2).sum())
+    return num / den

@@ -1,0 +1,164 @@
+"""The attention-only network of Wu et al. (2025), with a leading ensemble axis.
+
+One member is: optional sinusoidal PE added to the input tokens ``(T, D)``; ``depth`` single-head
+attention layers ``X <- A V`` (or ``X <- X + A V`` with the residual), where
+``A = softmax_mask(Q K^T / sqrt(D) + bias)``, ``Q, K, V = X W_Q, X W_K, X W_V`` (no biases, no
+output projection, no LayerNorm, no MLP between layers), queries and keys optionally rotated by
+RoPE; then a classifier on the query token: 3 x (Linear D->D + ReLU) and Linear D->L.
+
+``E`` members of the same depth live in one module: every parameter has a leading axis ``E`` and
+every operation acts on each member separately (batched matmuls, elementwise ops), so training
+the ensemble gives, bit for bit, the same weights as training each member alone. Members may
+differ in mask, PE, residual and seed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from .attention import apply_rope, decay_bias, masked_softmax, rope_angles, sinusoidal_pe
+from .masks import make_mask
+
+__all__ = ["MemberConfig", "EnsembleNet", "MASK_KINDS", "PE_KINDS"]
+
+MASK_KINDS = ("full", "causal", "decay", "prefix", "window")
+PE_KINDS = ("none", "sin", "rope")
+
+
+@dataclass(frozen=True)
+class MemberConfig:
+    """Architecture of one member. ``decay`` is the causal mask with logit bias ``-m (i-j)``,
+    ``m = -ln gamma`` (a mask, not a PE); ``window``/``prefix`` need their width/size in tokens."""
+
+    mask: str = "causal"
+    pe: str = "none"
+    residual: bool = False
+    window: int | None = None
+    prefix: int | None = None
+    gamma: float = 0.8
+    rope_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        if self.mask not in MASK_KINDS:
+            raise ValueError(f"unknown mask {self.mask!r}; choose one of {MASK_KINDS}")
+        if self.pe not in PE_KINDS:
+            raise ValueError(f"unknown PE {self.pe!r}; choose one of {PE_KINDS}")
+        if not 0 < self.gamma <= 1:
+            raise ValueError(f"decay gamma must be in (0, 1], got {self.gamma}")
+
+    def mask_and_bias(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Boolean mask ``(n, n)`` and additive logit bias ``(n, n)`` (float32)."""
+        if self.mask == "decay":
+            return make_mask("causal", n), decay_bias(n, -math.log(self.gamma), dtype=torch.float32)
+        return make_mask(self.mask, n, window=self.window, prefix=self.prefix), torch.zeros(n, n)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _uniform(g: torch.Generator, shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
+    """PyTorch's default ``nn.Linear`` init: ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``."""
+    bound = 1 / math.sqrt(fan_in)
+    return (torch.rand(shape, generator=g) * 2 - 1) * bound
+
+
+class EnsembleNet(nn.Module):
+    """``E`` attention-only classifiers of equal depth, trained as one batched model.
+
+    Parameters: ``w_q, w_k, w_v`` ``(E, depth, D, D)`` acting as ``X @ W``; classifier weights
+    ``(E, D_in, D_out)`` and biases ``(E, D_out)``. Member ``e`` is initialised from ``seeds[e]``
+    alone, so its initial weights do not depend on the other members.
+    """
+
+    def __init__(self, configs: list[MemberConfig], seeds: list[int], depth: int, *,
+                 dim: int = 64, n_labels: int = 32, n_tokens: int = 17, query_only: bool = True) -> None:
+        super().__init__()
+        if len(configs) != len(seeds) or not configs:
+            raise ValueError("need one seed per member and at least one member")
+        if depth < 1:
+            raise ValueError("depth must be >= 1")
+        self.configs, self.seeds, self.depth = list(configs), list(seeds), depth
+        self.dim, self.n_labels, self.n_tokens, self.query_only = dim, n_labels, n_tokens, query_only
+        E, D = len(configs), dim
+        dims = [D, D, D, D, n_labels]
+        att = {k: [] for k in ("q", "k", "v")}
+        cw, cb = [[] for _ in range(4)], [[] for _ in range(4)]
+        for seed in seeds:
+            g = torch.Generator().manual_seed(int(seed))
+            for name in ("q", "k", "v"):
+                att[name].append(_uniform(g, (depth, D, D), D))
+            for i in range(4):
+                cw[i].append(_uniform(g, (dims[i], dims[i + 1]), dims[i]))
+                cb[i].append(_uniform(g, (dims[i + 1],), dims[i]))
+        self.w_q = nn.Parameter(torch.stack(att["q"]))
+        self.w_k = nn.Parameter(torch.stack(att["k"]))
+        self.w_v = nn.Parameter(torch.stack(att["v"]))
+        self.cls_w = nn.ParameterList([nn.Parameter(torch.stack(w)) for w in cw])
+        self.cls_b = nn.ParameterList([nn.Parameter(torch.stack(b)) for b in cb])
+
+        masks, biases = zip(*(c.mask_and_bias(n_tokens) for c in configs))
+        self.register_buffer("mask", torch.stack(masks).unsqueeze(1), persistent=False)      # (E,1,T,T)
+        self.register_buffer("bias", torch.stack(biases).unsqueeze(1), persistent=False)     # (E,1,T,T)
+        flag = lambda xs: torch.tensor(xs, dtype=torch.float32)  # noqa: E731
+        self.register_buffer("use_sin", flag([c.pe == "sin" for c in configs]).view(E, 1, 1, 1), persistent=False)
+        self.register_buffer("use_rope", torch.tensor([c.pe == "rope" for c in configs]).view(E, 1, 1, 1),
+                             persistent=False)
+        self.register_buffer("residual", flag([c.residual for c in configs]).view(E, 1, 1, 1), persistent=False)
+        self.register_buffer("pe", sinusoidal_pe(n_tokens, D), persistent=False)                 # (T, D)
+        bases = {c.rope_base for c in configs}
+        if len(bases) > 1:
+            raise ValueError("all members of one ensemble must share the RoPE base")
+        self.register_buffer("angles", rope_angles(n_tokens, D, bases.pop()), persistent=False)  # (T, D/2)
+
+    @property
+    def n_members(self) -> int:
+        return len(self.configs)
+
+    @staticmethod
+    def _proj(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``x`` ``(E, b, n, D)`` times ``w`` ``(E, D, D)`` as one bmm per member."""
+        E, b, n, D = x.shape
+        return torch.bmm(x.reshape(E, b * n, D), w).view(E, b, n, w.shape[-1])
+
+    def _rope(self, x: torch.Tensor, rows: slice) -> torch.Tensor:
+        if not bool(self.use_rope.any()):
+            return x
+        return torch.where(self.use_rope, apply_rope(x, self.angles[rows]), x)
+
+    def forward(self, tokens: torch.Tensor, return_attention: bool = False):
+        """``tokens`` ``(E, b, T, D)`` -> label logits ``(E, b, L)``.
+
+        With ``return_attention`` also returns the attention maps ``(E, depth, b, T, T)`` (all rows
+        of every layer, so the last layer is computed in full). Otherwise the last layer computes
+        only the query row (``query_only``), which is all the classifier reads.
+        """
+        T = self.n_tokens
+        x = tokens + self.use_sin * self.pe
+        maps = []
+        for t in range(self.depth):
+            last = t == self.depth - 1
+            rows = slice(T - 1, T) if (last and self.query_only and not return_attention) else slice(0, T)
+            xq = x[:, :, rows]
+            q = self._rope(self._proj(xq, self.w_q[:, t]), rows)
+            k = self._rope(self._proj(x, self.w_k[:, t]), slice(0, T))
+            v = self._proj(x, self.w_v[:, t])
+            logits = q @ k.transpose(-1, -2) / math.sqrt(self.dim) + self.bias[:, :, rows]
+            a = masked_softmax(logits, self.mask[:, :, rows])
+            if return_attention:
+                maps.append(a)
+            x = a @ v + self.residual * xq
+        h = x[:, :, -1]                                                    # (E, b, D)
+        for i in range(4):
+            h = torch.baddbmm(self.cls_b[i].unsqueeze(1), h, self.cls_w[i])
+            if i < 3:
+                h = torch.relu(h)
+        if return_attention:
+            return h, torch.stack(maps, dim=1)
+        return h
+
+    def member_state(self, e: int) -> dict[str, torch.Tensor]:
+        """Parameters of member ``e`` (without the ensemble axis)."""
+        return {k: v[e].detach().clone() for k, v in self.named_parameters()}

@@ -1,0 +1,99 @@
+"""Provenance of a result: code version, environment, device, time."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ROOT", "git_state", "package_versions", "device_info", "collect", "canonical_json", "sha256_bytes", "sha256_file"]
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("posbias", "torch", "numpy", "scipy", "matplotlib", "seaborn", "jupyter-book", "jupytext",
+            "papermill", "transformers")
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace: the form that is hashed."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def git_state(root: Path = ROOT) -> dict[str, Any]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the repository holding the code.
+
+    ``POSBIAS_GIT_COMMIT`` overrides (for builds from an exported tree)."""
+    if os.environ.get("POSBIAS_GIT_COMMIT"):
+        return {"commit": os.environ["POSBIAS_GIT_COMMIT"], "dirty": os.environ.get("POSBIAS_GIT_DIRTY") == "1"}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=10).stdout.strip() or None
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "posbias", "notebooks"],
+                                cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    return {"commit": commit, "dirty": dirty}
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def device_info(device: str | None = None) -> dict[str, Any]:
+    """The compute device in use and the thread count (imports torch lazily)."""
+    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count()}
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda_available"] = torch.cuda.is_available()
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        info["device"] = device
+        if device.startswith("cuda") and torch.cuda.is_available():
+            info["device_name"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        info["device"] = device or "cpu"
+    return info
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def collect(*, started: str | None = None, wall_seconds: float | None = None, seeds: list[int] | None = None,
+            device: str | None = None) -> dict[str, Any]:
+    """A provenance record: git commit and dirty flag, package versions, python, device, time, seeds."""
+    return {
+        "git": git_state(),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        **device_info(device),
+        "started": started or now_iso(),
+        "wall_seconds": wall_seconds,
+        "seeds": seeds or [],
+    }

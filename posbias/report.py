@@ -1,0 +1,143 @@
+"""What a chapter reports: numerical checks, glued values, data it read, progress bars.
+
+Inside ``posbias run`` the kernel has ``POSBIAS_RUN_DIR`` set; every call here is also written to
+``$POSBIAS_RUN_DIR/_record.json``, from which the runner assembles ``results.json``. Outside a run
+(an interactive session) the calls only display.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from .store import atomic_write_text, to_jsonable
+
+__all__ = ["check", "value", "note_data", "progress", "record", "summary", "footer"]
+
+_RECORD: dict[str, Any] = {"checks": [], "values": {}, "data": [], "figures": []}
+
+
+def _run_dir() -> Path | None:
+    d = os.environ.get("POSBIAS_RUN_DIR")
+    return Path(d) if d else None
+
+
+def _flush() -> None:
+    d = _run_dir()
+    if d is not None:
+        atomic_write_text(d / "_record.json", json.dumps(to_jsonable(_RECORD), indent=1, sort_keys=True))
+
+
+def record() -> dict[str, Any]:
+    """The checks, values, data files and figures recorded so far in this process."""
+    return _RECORD
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+
+        return get_ipython() is not None and "IPKernelApp" in get_ipython().config
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _display_markdown(text: str) -> None:
+    if _in_notebook():
+        from IPython.display import Markdown, display
+
+        display(Markdown(text))
+    else:
+        print(text)
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)) and len(v) > 6:
+        return "[" + ", ".join(_short(x) for x in v[:6]) + ", ...]"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_short(x) for x in v) + "]"
+    return str(v)
+
+
+def check(name: str, claim: str, value: Any, expected: Any, passed: bool) -> bool:
+    """Record a numerical check and show a pass/fail line.
+
+    ``value`` is what was measured, ``expected`` what the derivation predicts (a number, a bound such
+    as ``"< 1e-9"``, or a description), ``passed`` the comparison the caller made. A failure does not
+    raise: the chapter finishes, ``posbias run`` exits 3 and ``posbias build`` stops.
+    """
+    passed = bool(passed)
+    if any(c["name"] == name for c in _RECORD["checks"]):
+        raise ValueError(f"check {name!r} recorded twice; give each check its own name")
+    entry = {"name": name, "claim": claim, "passed": passed, "value": to_jsonable(value),
+             "expected": to_jsonable(expected)}
+    _RECORD["checks"].append(entry)
+    _flush()
+    mark = "✅ **PASS**" if passed else "❌ **FAIL**"
+    _display_markdown(f"{mark} `{name}`: {claim}. Measured {_short(entry['value'])}; expected {_short(entry['expected'])}.")
+    return passed
+
+
+def value(name: str, v: Any, display: bool = False) -> Any:
+    """Record a number for ``results.json`` and glue it for the prose (``{glue:text}`name```)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        pass  # recorded as-is; JSON keeps NaN/inf
+    _RECORD["values"][name] = to_jsonable(v)
+    _flush()
+    if _in_notebook():
+        from myst_nb import glue
+
+        glue(name, v, display=display)
+    return v
+
+
+def note_data(path: str, sha256: str, source: str) -> None:
+    """Record that the chapter read a stored result (``source`` is ``committed`` or ``cache`` or ``computed``)."""
+    entry = {"path": path, "sha256": sha256, "source": source}
+    if entry not in _RECORD["data"]:
+        _RECORD["data"].append(entry)
+        _flush()
+
+
+def note_figure(entry: dict[str, Any]) -> None:
+    _RECORD["figures"].append(entry)
+    _flush()
+
+
+def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw: Any):
+    """A tqdm bar on stderr with an estimate; in an executed notebook it updates rarely (every 10 s)."""
+    from tqdm.auto import tqdm
+
+    if os.environ.get("POSBIAS_RUN_DIR"):
+        # inside papermill: a plain text bar on stderr, few updates, so the book's output stays short
+        from tqdm import tqdm as plain
+
+        return plain(iterable, total=total, desc=desc, file=sys.stderr, mininterval=10, ascii=True,
+                     disable=os.environ.get("POSBIAS_NO_PROGRESS") == "1", **kw)
+    return tqdm(iterable, total=total, desc=desc, **kw)
+
+
+def summary() -> str:
+    """One line: how many checks passed."""
+    n = len(_RECORD["checks"])
+    ok = sum(c["passed"] for c in _RECORD["checks"])
+    return f"{ok}/{n} checks passed"
+
+
+def footer() -> None:
+    """Show the chapter's "Re-run this chapter" box and a "Cite this figure" box per saved figure.
+
+    Call it in the last code cell of every chapter."""
+    from .cite import footer_markdown
+
+    chapter = os.environ.get("POSBIAS_CHAPTER")
+    if not chapter:
+        _display_markdown(f"(interactive session: {summary()})")
+        return
+    params = json.loads(os.environ.get("POSBIAS_PARAMS", "{}"))
+    _display_markdown(footer_markdown(chapter, params, _RECORD["figures"], os.environ.get("POSBIAS_PROFILE", "")))

@@ -1,0 +1,173 @@
+"""Execute one chapter with parameters: jupytext (in memory) -> papermill -> results.json.
+
+Exit codes (the contract readers' scripts rely on): 0 every check passed; 3 the chapter ran but a check
+failed; 2 bad input, refused before any work and writing nothing; 1 the notebook raised.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .chapters import Chapter, ParamError, get_chapter
+from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes
+from .store import atomic_write_text
+
+__all__ = ["RunResult", "run_chapter", "default_out", "EXIT_OK", "EXIT_RAISED", "EXIT_BAD_INPUT", "EXIT_CHECK_FAILED"]
+
+EXIT_OK, EXIT_RAISED, EXIT_BAD_INPUT, EXIT_CHECK_FAILED = 0, 1, 2, 3
+KERNEL = "python3"
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class RunResult:
+    code: int
+    out: Path | None
+    message: str
+    results: dict[str, Any] | None = None
+
+
+def params_hash(params: dict[str, Any]) -> str:
+    return sha256_bytes(canonical_json(params).encode())[:8]
+
+
+def default_out(chapter_id: str, params: dict[str, Any]) -> Path:
+    return Path("runs") / f"{chapter_id}-{params_hash(params)}"
+
+
+def prepare(chapter_id: str, overrides: dict[str, Any] | None, profile: str, device: str = "auto") -> tuple[Chapter, dict[str, Any]]:
+    """Validate everything a run needs. Raises ParamError (exit 2) before any work."""
+    chapter = get_chapter(chapter_id)
+    params = chapter.resolve(profile, overrides)
+    if device not in DEVICES:
+        raise ParamError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ParamError("--device cuda asked for, but torch sees no CUDA device; use --device cpu or auto")
+    return chapter, params
+
+
+def _resolved_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _failure_summary(err: Exception) -> str:
+    cell = getattr(err, "exec_count", None)
+    ename = getattr(err, "ename", type(err).__name__)
+    evalue = getattr(err, "evalue", str(err))
+    tb = getattr(err, "traceback", None) or []
+    import re
+
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    lines = [ansi.sub("", line) for line in tb]
+    where = [ln for ln in "\n".join(lines).splitlines() if ln.strip().startswith(("File ", "Cell In"))]
+    loc = where[-1].strip() if where else "(no location)"
+    return f"cell [{cell}] raised {ename}: {evalue}\n  at {loc}"
+
+
+def run_chapter(
+    chapter_id: str,
+    overrides: dict[str, Any] | None = None,
+    *,
+    profile: str = "default",
+    out: Path | str | None = None,
+    timeout: int = 3600,
+    device: str = "auto",
+    write_data: bool = False,
+    quiet: bool = False,
+) -> RunResult:
+    """Run a chapter; never raises for bad input or a failing notebook (see the exit codes)."""
+    try:
+        chapter, params = prepare(chapter_id, overrides, profile, device)
+    except ParamError as e:
+        return RunResult(EXIT_BAD_INPUT, None, f"error: {e}")
+
+    import jupytext
+    import papermill as pm
+
+    out = Path(out) if out is not None else default_out(chapter_id, params)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("results.json", "_record.json", f"{chapter_id}.ipynb"):
+        (out / stale).unlink(missing_ok=True)
+    if (out / "figures").exists():
+        shutil.rmtree(out / "figures")
+    nb_path = out / f"{chapter_id}.ipynb"
+
+    nb = jupytext.read(chapter.path)
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
+    dev = _resolved_device(device)
+    env_keys = {
+        "POSBIAS_RUN_DIR": str(out.resolve()),
+        "POSBIAS_CHAPTER": chapter_id,
+        "POSBIAS_PROFILE": profile,
+        "POSBIAS_PARAMS": canonical_json(params),
+        "POSBIAS_DEVICE": dev,
+        "POSBIAS_WRITE_DATA": "1" if write_data else "0",
+        "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0"),
+        "PYTHONHASHSEED": "0",
+        "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning"),
+    }
+    saved = {k: os.environ.get(k) for k in env_keys}
+    os.environ.update(env_keys)
+    started, t0 = now_iso(), time.perf_counter()
+    error: Exception | None = None
+    try:
+        pm.execute_notebook(
+            nb, str(nb_path), parameters=params, kernel_name=KERNEL, language="python",
+            progress_bar=not quiet and sys.stderr.isatty(), log_output=False, cwd=str(ROOT / "notebooks"),
+            execution_timeout=timeout, request_save_on_cell_execute=True, start_timeout=120,
+        )
+    except Exception as e:  # noqa: BLE001 - papermill raises PapermillExecutionError and others
+        error = e
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    wall = time.perf_counter() - t0
+
+    record_path = out / "_record.json"
+    record = json.loads(record_path.read_text()) if record_path.exists() else {"checks": [], "values": {}, "data": [], "figures": []}
+    seeds = sorted({v for k, v in params.items() if "seed" in k and isinstance(v, int)}
+                   | {x for k, v in params.items() if "seed" in k and isinstance(v, list) for x in v})
+    results = {
+        "chapter": chapter_id,
+        "title": chapter.title,
+        "parameters": params,
+        "profile": profile,
+        "status": "error" if error else ("failed-checks" if not all(c["passed"] for c in record["checks"]) else "ok"),
+        "checks": record["checks"],
+        "values": record["values"],
+        "figures": record["figures"],
+        "data": record["data"],
+        "provenance": collect(started=started, wall_seconds=round(wall, 2), seeds=seeds, device=dev),
+    }
+    if error is not None:
+        results["error"] = _failure_summary(error)
+    atomic_write_text(out / "results.json", json.dumps(results, indent=1, sort_keys=False) + "\n")
+    record_path.unlink(missing_ok=True)
+
+    if error is not None:
+        msg = (f"{chapter_id}: the notebook raised after {wall:.1f} s\n  {results['error']}\n"
+               f"  the partial executed notebook is kept for inspection: {nb_path}")
+        return RunResult(EXIT_RAISED, out, msg, results)
+    failed = [c["name"] for c in record["checks"] if not c["passed"]]
+    n = len(record["checks"])
+    if failed:
+        return RunResult(EXIT_CHECK_FAILED, out,
+                         f"{chapter_id}: {n - len(failed)}/{n} checks passed; FAILED: {', '.join(failed)} "
+                         f"({wall:.1f} s) -> {out}", results)
+    return RunResult(EXIT_OK, out, f"{chapter_id}: {n}/{n} checks passed ({wall:.1f} s) -> {out}", results)

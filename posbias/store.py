@@ -1,0 +1,244 @@
+"""One cache for expensive results, with provenance, that never lies.
+
+A result is keyed by ``(experiment, canonical JSON of its parameters, code version)``. Lookup order:
+
+1. ``data/<experiment>/<key>.json``: committed results, listed with their SHA-256 in
+   ``data/MANIFEST.json``. Read only when both the manifest hash and the embedded result hash match.
+2. ``$POSBIAS_CACHE`` (default ``~/.cache/posbias``)``/<experiment>/<key>.json``: the user cache.
+3. Otherwise the result is computed (under a lock, so two processes never compute or write the same
+   key at once) and written atomically to the user cache; with ``POSBIAS_WRITE_DATA=1``
+   (``posbias run --write-data``) it goes to ``data/`` and the manifest instead.
+
+A file whose hash does not match is never read: it is reported and recomputed.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sha256_file
+
+__all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write_text",
+           "to_jsonable", "load_manifest", "verify_data", "locked"]
+
+DATA = ROOT / "data"
+MANIFEST = DATA / "MANIFEST.json"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("POSBIAS_CACHE") or Path.home() / ".cache" / "posbias")
+
+
+def to_jsonable(obj: Any) -> Any:
+    """numpy/torch arrays and scalars to lists and Python numbers; tuples to lists; paths to str."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        np = None
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if np is not None:
+        if isinstance(obj, np.ndarray):
+            return to_jsonable(obj.tolist())
+        if isinstance(obj, np.generic):
+            return obj.item()
+    if type(obj).__module__ == "torch" and hasattr(obj, "tolist"):
+        return to_jsonable(obj.detach().cpu().tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return obj
+    return obj
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (created if needed), held for the ``with`` block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def key_of(experiment: str, params: dict[str, Any], version: int | str) -> str:
+    """16 hex digits of the SHA-256 of the canonical ``{experiment, params, version}``."""
+    payload = canonical_json({"experiment": experiment, "params": to_jsonable(params), "version": str(version)})
+    return sha256_bytes(payload.encode())[:16]
+
+
+def load_manifest() -> dict[str, str]:
+    if MANIFEST.exists():
+        return json.loads(MANIFEST.read_text())
+    return {}
+
+
+def _result_hash(result: Any) -> str:
+    return sha256_bytes(canonical_json(to_jsonable(result)).encode())
+
+
+def _read_verified(path: Path, expected_file_hash: str | None) -> dict[str, Any] | None:
+    """The stored record if the file and its embedded result hash check out, else None (with a warning)."""
+    if not path.exists():
+        return None
+    if expected_file_hash is not None and sha256_file(path) != expected_file_hash:
+        warnings.warn(f"{path}: file hash differs from the manifest; not reading it, recomputing", stacklevel=3)
+        return None
+    try:
+        rec = json.loads(path.read_text())
+        if _result_hash(rec["result"]) != rec["result_sha256"]:
+            raise ValueError("embedded result hash mismatch")
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        warnings.warn(f"{path}: damaged or edited result ({e}); not reading it, recomputing", stacklevel=3)
+        return None
+    return rec
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def cached(
+    experiment: str,
+    params: dict[str, Any],
+    compute: Callable[[], dict[str, Any]],
+    *,
+    version: int | str = 1,
+    seeds: list[int] | None = None,
+    device: str | None = None,
+) -> dict[str, Any]:
+    """The result of ``compute()`` for ``(experiment, params, version)``, from data/, the cache, or fresh.
+
+    ``params`` must hold everything the result depends on; bump ``version`` whenever the code that
+    computes it changes its output. ``device`` other than ``cpu``/None enters the key, so results from
+    different devices never mix. Returns the result dict (arrays come back as nested lists).
+    """
+    from . import report
+
+    if device not in (None, "cpu"):
+        params = {**params, "_device": device}
+    key = key_of(experiment, params, version)
+    name = f"{experiment}/{key}.json"
+    write_data = os.environ.get("POSBIAS_WRITE_DATA") == "1"
+
+    committed = DATA / name
+    rec = _read_verified(committed, load_manifest().get(name, "missing")) if committed.exists() else None
+    if rec is not None:
+        report.note_data(_relative(committed), sha256_file(committed), "committed")
+        return rec["result"]
+
+    user = cache_dir() / name
+    target = committed if write_data else user
+    with locked(cache_dir() / f"{experiment}/{key}.lock"):
+        rec = _read_verified(target, None)  # another process may have finished it meanwhile
+        if rec is None and not write_data:
+            rec = None
+        if rec is None:
+            started, t0 = now_iso(), time.perf_counter()
+            result = to_jsonable(compute())
+            wall = time.perf_counter() - t0
+            rec = {
+                "experiment": experiment,
+                "key": key,
+                "version": str(version),
+                "params": to_jsonable(params),
+                "result": result,
+                "result_sha256": _result_hash(result),
+                "provenance": collect(started=started, wall_seconds=round(wall, 3), seeds=seeds, device=device),
+            }
+            atomic_write_text(target, json.dumps(rec, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
+            if write_data:
+                with locked(cache_dir() / "manifest.lock"):
+                    manifest = load_manifest()
+                    manifest[name] = sha256_file(target)
+                    atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+            source = "computed"
+        else:
+            source = "cache"
+    report.note_data(_relative(target), sha256_file(target), source)
+    return rec["result"]
+
+
+def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1) -> Path:
+    """A folder in the user cache for the checkpoints of one resumable unit of work."""
+    d = cache_dir() / experiment / f"{key_of(experiment, params, version)}.ckpt"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
+    """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
+
+    Files present but not in the manifest, manifest entries without a file, hash mismatches and
+    damaged records are problems. ``recompute_sample`` > 0 is handled by the CLI (it needs the
+    registry of cheap recomputations, :data:`RECOMPUTE`).
+    """
+    problems = []
+    manifest = load_manifest()
+    on_disk = {str(p.relative_to(DATA)) for p in DATA.rglob("*.json") if p.name != "MANIFEST.json"}
+    for name in sorted(set(manifest) | on_disk):
+        path = DATA / name
+        if name not in manifest:
+            problems.append(f"{name}: not in data/MANIFEST.json")
+        elif not path.exists():
+            problems.append(f"{name}: listed in the manifest but missing")
+        elif sha256_file(path) != manifest[name]:
+            problems.append(f"{name}: SHA-256 differs from the manifest")
+        else:
+            rec = json.loads(path.read_text())
+            if _result_hash(rec.get("result")) != rec.get("result_sha256"):
+                problems.append(f"{name}: embedded result hash mismatch")
+            elif "provenance" not in rec:
+                problems.append(f"{name}: no provenance")
+            else:
+                log(f"ok  {name}")
+    return problems
+
+
+# Cheap recomputations for `posbias check-data`: experiment name -> function(params) -> result.
+RECOMPUTE: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def recomputable(experiment: str):
+    """Register ``fn(params) -> result`` as the way to recompute ``experiment`` (used by check-data)."""
+    def deco(fn):
+        RECOMPUTE[experiment] = fn
+        return fn
+    return deco
+
+
+def _eprint(*a: Any) -> None:
+    print(*a, file=sys.stderr)

@@ -1,0 +1,34 @@
+"""Shared fixtures. The smoke build of the whole book runs once per session, in a copy of the tree."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IGNORE = shutil.ignore_patterns(".venv", "_build", "runs", "_executed", ".git", "__pycache__", ".pytest_cache",
+                                ".hypothesis", "*.egg-info")
+
+
+def posbias_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "posbias.cli", *args]
+
+
+@pytest.fixture(scope="session")
+def smoke_book(tmp_path_factory) -> dict:
+    """``posbias build --profile smoke`` in a copy of the repository; returns paths, exit code, log and time."""
+    tree = tmp_path_factory.mktemp("book") / "posbias"
+    shutil.copytree(ROOT, tree, ignore=IGNORE)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_GIT_COMMIT=commit or "unknown",
+               POSBIAS_CACHE=str(tree / ".cache"), SOURCE_DATE_EPOCH="0", MPLBACKEND="Agg")
+    t0 = time.perf_counter()
+    proc = subprocess.run(posbias_cmd("build", "--profile", "smoke", "--jobs", "2"), cwd=tree, env=env,
+                          capture_output=True, text=True)
+    return {"root": tree, "code": proc.returncode, "log": proc.stdout + proc.stderr,
+            "seconds": time.perf_counter() - t0, "html": tree / "_build" / "html", "env": env}

@@ -1,0 +1,83 @@
+"""Every chapter declares its parameters once; the parameters cell mirrors them; validation refuses bad input."""
+import ast
+
+import jupytext
+import pytest
+
+from posbias.chapters import PROFILES, ParamError, chapter_ids, get_chapter
+
+CHAPTERS = chapter_ids()
+
+
+def test_there_are_chapters():
+    assert "wu-thm-4-1" in CHAPTERS
+
+
+@pytest.mark.parametrize("cid", CHAPTERS)
+def test_parameters_cell_mirrors_the_declaration(cid):
+    ch = get_chapter(cid)
+    nb = jupytext.read(ch.path)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, f"{cid}: exactly one cell tagged 'parameters'"
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert first_code is cells[0], f"{cid}: the parameters cell is the first code cell"
+    assigned = {}
+    for node in ast.parse(cells[0].source).body:
+        assert isinstance(node, ast.Assign) and len(node.targets) == 1, f"{cid}: only plain assignments"
+        assigned[node.targets[0].id] = ast.literal_eval(node.value)
+    declared = {n: p.default for n, p in ch.params.items()}
+    assert assigned == declared, f"{cid}: parameters cell differs from the header declaration"
+
+
+@pytest.mark.parametrize("cid", CHAPTERS)
+def test_every_profile_resolves(cid):
+    ch = get_chapter(cid)
+    for prof in PROFILES:
+        ch.resolve(prof)
+
+
+def test_unknown_chapter_names_the_choices():
+    with pytest.raises(ParamError, match="unknown chapter 'wu-thm-4-9'.*wu-thm-4-1"):
+        get_chapter("wu-thm-4-9")
+
+
+@pytest.mark.parametrize("overrides, pattern", [
+    ({"n_tokens": "-3"}, r"n_tokens.*below the minimum.*\[3, 2048\]"),
+    ({"n_tokens": "abc"}, r"n_tokens.*expected an integer"),
+    ({"n_tokens": "3.5"}, r"n_tokens.*expected an integer"),
+    ({"nonsense": "1"}, r"no parameter 'nonsense'.*n_tokens"),
+    ({"n_tokenz": "5"}, r"did you mean 'n_tokens'"),
+    ({"n_grid": "8,1"}, r"n_grid.*below the minimum"),
+    ({"n_grid": ""}, r"n_grid.*empty"),
+    ({"weight_norm": "nan"}, r"weight_norm.*finite"),
+    ({"weight_norm": "9"}, r"weight_norm.*above the maximum"),
+])
+def test_refusals(overrides, pattern):
+    with pytest.raises(ParamError, match=pattern):
+        get_chapter("wu-thm-4-1").resolve("default", overrides)
+
+
+def test_types_are_parsed():
+    p = get_chapter("wu-thm-4-1").resolve("default", {"n_tokens": "64", "n_grid": "8,16", "weight_norm": "0.5"})
+    assert p["n_tokens"] == 64 and p["n_grid"] == [8, 16] and p["weight_norm"] == 0.5
+    assert get_chapter("wu-thm-4-1").resolve("default", {"n_grid": "[4, 5]"})["n_grid"] == [4, 5]
+
+
+def test_constraints_refuse_impossible_combinations():
+    from posbias.chapters import Chapter, Param
+
+    ch = Chapter("x", None, "x", {"n": Param("n", "int", 8, "tokens", 1), "w": Param("w", "int", 4, "window", 1)},
+                 {}, [{"rule": "w <= n", "message": "a window cannot be wider than the sequence"}])
+    assert ch.resolve("default", {"w": "8"})["w"] == 8
+    with pytest.raises(ParamError, match=r"w = 9, n = 8 violates `w <= n`: a window cannot be wider"):
+        ch.resolve("default", {"w": "9"})
+
+
+def test_constraint_language_is_restricted():
+    from posbias.chapters import _compile_rule
+
+    with pytest.raises(ValueError):
+        _compile_rule("__import__('os').system('true')")
+    with pytest.raises(ValueError):
+        _compile_rule("n.__class__")

@@ -1,0 +1,117 @@
+"""The CLI contract: outputs of a run, exit codes 0/1/2/3, refusals that write nothing."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import IGNORE, ROOT, posbias_cmd
+
+HEADER = """---
+kernelspec: {{display_name: Python 3, language: python, name: python3}}
+posbias:
+  title: "{title}"
+  parameters:
+    x: {{type: int, default: 1, min: 0, max: 10, help: "a number"}}
+---
+# {title}
+
+```{{code-cell}} ipython3
+:tags: [parameters]
+x = 1
+```
+
+```{{code-cell}} ipython3
+from posbias import report
+report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))
+```
+
+```{{code-cell}} ipython3
+{body}
+```
+"""
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli") / "posbias"
+    shutil.copytree(ROOT, root, ignore=IGNORE)
+    (root / "notebooks" / "zz-raises.md").write_text(HEADER.format(title="Raises", body="1 / (x - x)"))
+    (root / "notebooks" / "zz-plain.md").write_text(HEADER.format(title="Plain", body="print('done')"))
+    return root
+
+
+def run(tree, *args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_CACHE=str(tree / ".cache"), POSBIAS_GIT_COMMIT="test")
+    return subprocess.run(posbias_cmd(*args), cwd=cwd or tree, env=env, capture_output=True, text=True)
+
+
+def test_run_writes_notebook_figures_and_results(tree, tmp_path):
+    out = tmp_path / "some" / "dir"
+    proc = run(tree, "run", "wu-thm-4-1", "--profile", "smoke", "-p", "n_tokens", "20", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "wu-thm-4-1.ipynb").exists()
+    for ext in ("png", "svg", "pdf"):
+        assert (out / "figures" / f"wu-thm-4-1-rollout.{ext}").stat().st_size > 1000
+    res = json.loads((out / "results.json").read_text())
+    assert res["chapter"] == "wu-thm-4-1" and res["profile"] == "smoke" and res["parameters"]["n_tokens"] == 20
+    assert res["checks"] and all(set(c) == {"name", "claim", "passed", "value", "expected"} for c in res["checks"])
+    assert all(c["passed"] for c in res["checks"])
+    prov = res["provenance"]
+    for key in ("git", "packages", "device", "python", "started", "wall_seconds", "seeds"):
+        assert key in prov, key
+    assert prov["seeds"] == [0] and prov["git"]["commit"] == "test" and prov["wall_seconds"] > 0
+    assert "ratio_generic" in res["values"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "wu-thm-4-1", "-p", "n_tokens", "-3"], "below the minimum"),
+    (["run", "wu-thm-4-1", "-p", "n_tokens", "many"], "expected an integer"),
+    (["run", "wu-thm-4-1", "-p", "nonsense", "1"], "no parameter 'nonsense'"),
+    (["run", "wu-thm-4-1", "-p", "n_tokens", "8", "-p", "n_tokens", "9"], "given twice"),
+    (["run", "no-such-chapter"], "unknown chapter 'no-such-chapter'"),
+    (["run", "wu-thm-4-1", "--profile", "huge"], "invalid choice"),
+    (["list", "no-such-chapter"], "unknown chapter"),
+])
+def test_bad_input_exits_2_and_writes_nothing(tree, tmp_path, args, message):
+    out = tmp_path / "out"
+    before = sorted(p.name for p in tree.iterdir())
+    proc = run(tree, *args, "--out", str(out)) if args[0] == "run" else run(tree, *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tree.iterdir()) == before  # no runs/ folder either
+
+
+def test_check_failure_exits_3(tree, tmp_path):
+    proc = run(tree, "run", "zz-plain", "-p", "x", "2", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 3, proc.stderr
+    assert "FAILED: x-is-one" in proc.stderr
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["status"] == "failed-checks" and res["checks"][0]["passed"] is False
+
+
+def test_raising_notebook_exits_1_and_keeps_partial_notebook(tree, tmp_path):
+    proc = run(tree, "run", "zz-raises", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 1
+    assert "ZeroDivisionError" in proc.stderr and "cell [" in proc.stderr
+    assert (tmp_path / "o" / "zz-raises.ipynb").exists()
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["status"] == "error" and res["checks"][0]["passed"] is True
+
+
+def test_default_out_is_runs_chapter_hash(tree):
+    proc = run(tree, "run", "zz-plain")
+    assert proc.returncode == 0, proc.stderr
+    dirs = list((tree / "runs").glob("zz-plain-*"))
+    assert len(dirs) == 1 and len(dirs[0].name.split("-")[-1]) == 8
+
+
+def test_list(tree):
+    proc = run(tree, "list")
+    assert proc.returncode == 0 and "wu-thm-4-1" in proc.stdout and "n_tokens" in proc.stdout
+    proc = run(tree, "list", "wu-thm-4-1")
+    assert "sequence length" in proc.stdout and "profile smoke" in proc.stdout

@@ -1,0 +1,66 @@
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posbias.masks import (causal_mask, center_nodes, full_mask, hop_distance, make_mask, prefix_mask,
+                           reachability, sliding_window_mask, window_hops)
+
+ns = st.integers(min_value=1, max_value=40)
+
+
+@given(ns)
+def test_causal_is_lower_triangular_with_self_loops(n):
+    m = causal_mask(n)
+    i, j = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    assert torch.equal(m, j <= i)
+
+
+@given(ns, st.integers(min_value=1, max_value=50))
+def test_window_sees_exactly_the_last_w_positions(n, w):
+    m = sliding_window_mask(n, w)
+    for i in range(n):
+        allowed = set(torch.nonzero(m[i]).flatten().tolist())
+        assert allowed == set(range(max(0, i - w + 1), i + 1))
+
+
+@given(ns, st.data())
+def test_prefix_mask(n, data):
+    k = data.draw(st.integers(min_value=0, max_value=n))
+    m = prefix_mask(n, k)
+    for i in range(n):
+        for j in range(n):
+            assert bool(m[i, j]) == (j <= i or j < k)
+    assert torch.equal(prefix_mask(n, n), full_mask(n))
+    assert torch.equal(prefix_mask(n, 1), causal_mask(n))
+
+
+def test_center_nodes():
+    assert center_nodes(causal_mask(7)) == [0]
+    assert center_nodes(sliding_window_mask(9, 3)) == [0]
+    assert center_nodes(prefix_mask(8, 3)) == [0, 1, 2]
+    assert center_nodes(full_mask(4)) == [0, 1, 2, 3]
+    assert center_nodes(sliding_window_mask(5, 1)) == []  # only self-loops: nobody reaches anybody else
+
+
+@given(st.integers(min_value=2, max_value=60), st.integers(min_value=2, max_value=20))
+def test_window_hop_count_matches_graph_distance(n, w):
+    dist = hop_distance(sliding_window_mask(n, w), target=0)
+    assert int(dist[-1]) == window_hops(n, w)
+    assert int(dist.max()) == window_hops(n, w)
+
+
+def test_reachability_in_t_steps():
+    m = sliding_window_mask(10, 2)
+    r = reachability(m, steps=3)
+    assert bool(r[9, 6]) and not bool(r[9, 5])
+
+
+def test_bad_input_is_refused():
+    import pytest
+
+    with pytest.raises(ValueError, match="window"):
+        sliding_window_mask(5, 0)
+    with pytest.raises(ValueError, match="prefix"):
+        prefix_mask(5, 6)
+    with pytest.raises(ValueError, match="unknown mask"):
+        make_mask("diagonal", 5)

@@ -1,0 +1,131 @@
+"""The cache never lies: atomic writes, hash checks, locks, committed files never overwritten."""
+import json
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from posbias import store
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "MANIFEST.json").write_text("{}")
+    monkeypatch.setattr(store, "DATA", data)
+    monkeypatch.setattr(store, "MANIFEST", data / "MANIFEST.json")
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    monkeypatch.delenv("POSBIAS_RUN_DIR", raising=False)
+    return tmp_path
+
+
+def test_key_is_canonical():
+    assert store.key_of("e", {"a": 1, "b": [1, 2]}, 1) == store.key_of("e", {"b": [1, 2], "a": 1}, "1")
+    assert store.key_of("e", {"a": 1}, 1) != store.key_of("e", {"a": 1}, 2)
+    assert store.key_of("e", {"a": 1}, 1) != store.key_of("e", {"a": 2}, 1)
+
+
+def test_compute_once_then_read(env):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"x": [1.0, 2.0]}
+
+    assert store.cached("exp", {"n": 3}, compute) == {"x": [1.0, 2.0]}
+    assert store.cached("exp", {"n": 3}, compute) == {"x": [1.0, 2.0]}
+    assert len(calls) == 1
+    path = next((env / "cache" / "exp").glob("*.json"))
+    rec = json.loads(path.read_text())
+    prov = rec["provenance"]
+    for k in ("git", "packages", "python", "device", "started", "wall_seconds", "seeds"):
+        assert k in prov
+
+
+@pytest.mark.parametrize("damage", ["truncate", "edit"])
+def test_damaged_cache_file_is_recomputed_not_read(env, damage):
+    store.cached("exp", {"n": 1}, lambda: {"v": 1.0})
+    path = next((env / "cache" / "exp").glob("*.json"))
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2] if damage == "truncate" else text.replace('"v":1.0', '"v":2.0'))
+    with pytest.warns(UserWarning, match="damaged or edited"):
+        assert store.cached("exp", {"n": 1}, lambda: {"v": 1.0}) == {"v": 1.0}
+    assert json.loads(path.read_text())["result"] == {"v": 1.0}
+
+
+def test_write_data_updates_manifest_and_commited_file_is_preferred(env, monkeypatch):
+    monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
+    store.cached("exp", {"n": 2}, lambda: {"v": 5})
+    manifest = json.loads((env / "data" / "MANIFEST.json").read_text())
+    (name, digest), = manifest.items()
+    assert name.startswith("exp/") and len(digest) == 64
+    monkeypatch.delenv("POSBIAS_WRITE_DATA")
+    assert store.cached("exp", {"n": 2}, lambda: pytest.fail("must read the committed file")) == {"v": 5}
+    assert store.verify_data(log=lambda *a: None) == []
+
+
+def test_edited_committed_file_is_not_read_and_not_overwritten(env, monkeypatch):
+    monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
+    store.cached("exp", {"n": 2}, lambda: {"v": 5})
+    monkeypatch.delenv("POSBIAS_WRITE_DATA")
+    committed = next((env / "data" / "exp").glob("*.json"))
+    committed.write_text(committed.read_text().replace('"v":5', '"v":6'))
+    edited = committed.read_text()
+    with pytest.warns(UserWarning, match="differs from the manifest"):
+        assert store.cached("exp", {"n": 2}, lambda: {"v": 5}) == {"v": 5}
+    assert committed.read_text() == edited  # recomputed into the user cache, never over data/
+    problems = store.verify_data(log=lambda *a: None)
+    assert any("differs from the manifest" in p for p in problems)
+
+
+def _worker(args):
+    cache, out = args
+    os.environ["POSBIAS_CACHE"] = cache
+    os.environ.pop("POSBIAS_RUN_DIR", None)
+    from posbias import store as s
+
+    def compute():
+        with open(out, "a") as f:
+            f.write("computed\n")
+        time.sleep(0.5)
+        return {"v": 42}
+
+    return s.cached("race", {"n": 1}, compute)
+
+
+def test_two_processes_neither_duplicate_nor_corrupt(tmp_path):
+    out = tmp_path / "calls.txt"
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        results = pool.map(_worker, [(str(tmp_path / "cache"), str(out))] * 2)
+    assert results == [{"v": 42}, {"v": 42}]
+    assert out.read_text().count("computed") == 1
+    files = list((tmp_path / "cache" / "race").glob("*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["result"] == {"v": 42}
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    target = tmp_path / "x.json"
+    store.atomic_write_text(target, "old")
+
+    class Boom(Exception):
+        pass
+
+    class Bad:
+        def __str__(self):
+            raise Boom
+
+    with pytest.raises(TypeError):
+        store.atomic_write_text(target, Bad())  # type: ignore[arg-type]
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_device_enters_the_key(env):
+    a = store.cached("dev", {"n": 1}, lambda: {"v": 1}, device="cuda")
+    b = store.cached("dev", {"n": 1}, lambda: {"v": 2}, device="cpu")
+    assert a == {"v": 1} and b == {"v": 2}
