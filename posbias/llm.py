@@ -43,6 +43,9 @@ __all__ = [
     "kv_prompt",
     "retrieve",
     "copied_pair",
+    "with_special",
+    "sink_survey",
+    "rollout_survey",
 ]
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -393,3 +396,74 @@ def copied_pair(ex: KVExample, answer: str) -> int:
     if best >= 0:
         return best
     return -2 if any(k in text for k, _ in ex.pairs) else -1
+
+
+# ---------------------------------------------------------------------------------------------
+# summaries the chapters store (small JSON, not attention tensors)
+
+
+def with_special(tokenizer, ids: torch.Tensor) -> torch.Tensor:
+    """Wrap ``(B, n-2)`` ids as ``[CLS] ids [SEP]`` for an encoder: ``(B, n)``."""
+    b = ids.shape[0]
+    cls = torch.full((b, 1), tokenizer.cls_token_id)
+    sep = torch.full((b, 1), tokenizer.sep_token_id)
+    return torch.cat([cls, ids, sep], dim=1)
+
+
+@torch.no_grad()
+def sink_survey(model, tokenizer, kind: str, n_tokens: int, batch: int, seed: int = 0,
+                prefix: list[int] | None = None, eps: float = 0.3, causal: bool = True,
+                chunk: int = 4) -> dict:
+    """Sink statistics of one input kind and length, in chunks of ``chunk`` sequences.
+
+    Returns ``{"rate": (n,) share of (sequence, layer, head) with alpha_k > eps per position k,
+    "rate_first_lh": (L, H) share of sequences with alpha_1 > eps, "alpha_first_l": (L,) mean
+    alpha_1 per layer, "alpha_mean": (n,) mean alpha_k}`` as lists. For an encoder
+    (``causal=False``) the ids are wrapped in ``[CLS] ... [SEP]``.
+    """
+    body = n_tokens if causal else n_tokens - 2
+    ids = token_batch(tokenizer, kind, body, batch, seed=seed, prefix=prefix)
+    if not causal:
+        ids = with_special(tokenizer, ids)
+    alphas = []
+    for s in range(0, batch, chunk):
+        alphas.append(sink_alpha(attention_maps(model, ids[s:s + chunk]), causal=causal))
+    alpha = torch.cat(alphas)                                   # (B, L, H, n)
+    return {"rate": sink_rate(alpha, eps).tolist(),
+            "rate_first_lh": sink_rate(alpha[..., 0], eps, dims=(0,)).tolist(),
+            "alpha_first_l": alpha[..., 0].mean(dim=(0, 2)).tolist(),
+            "alpha_mean": alpha.mean(dim=(0, 1, 2)).tolist()}
+
+
+@torch.no_grad()
+def rollout_survey(model, tokenizer, n_tokens: int, batch: int, seed: int = 0) -> dict:
+    """Mass on the first position of Wu et al.'s rollout over the real layers, heads averaged.
+
+    For natural text windows of ``n_tokens``: per layer ``t`` (``(L,)`` lists), the mean over rows
+    ``i`` and sequences of ``P(t)_{i1}`` and the minimum over rows, without and with the residual
+    term; the same after removing the sink (position 1, rows renormalised), where "first" is the
+    original position 2; and under uniform causal attention (the mask alone).
+    """
+    from posbias.rollout import rollout
+
+    ids = token_batch(tokenizer, "natural", n_tokens, batch, seed=seed)
+    out: dict = {}
+    acc: dict[str, list[torch.Tensor]] = {}
+    for s in range(batch):
+        a = attention_maps(model, ids[s:s + 1])                 # (1, L, H, n, n)
+        for res in (False, True):
+            tag = "res" if res else "nores"
+            for name, att in (("sink", a), ("nosink", drop_position(a, 0))):
+                p1 = head_mean_rollout(att, res)[..., 0]        # (1, L, n)
+                acc.setdefault(f"{name}_{tag}_mean", []).append(p1.mean(-1))
+                acc.setdefault(f"{name}_{tag}_min", []).append(p1.amin(-1))
+    for key, v in acc.items():
+        out[key] = torch.cat(v).mean(0).tolist()
+    n_layers = model.config.num_hidden_layers
+    for res in (False, True):
+        tag = "res" if res else "nores"
+        for name, n in (("uniform", n_tokens), ("uniform_nosink", n_tokens - 1)):
+            p1 = rollout(uniform_causal(n, n_layers), residual=res)[..., 0]
+            out[f"{name}_{tag}_mean"] = p1.mean(-1).tolist()
+            out[f"{name}_{tag}_min"] = p1.amin(-1).tolist()
+    return out

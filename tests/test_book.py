@@ -1,0 +1,72 @@
+"""The whole book, built from smoke-profile executions of every chapter (one build per session)."""
+import json
+import re
+import subprocess
+
+import pytest
+
+from posbias.build import toc_chapters
+from conftest import posbias_cmd
+
+pytestmark = pytest.mark.book
+
+
+def test_build_succeeds(smoke_book):
+    print(f"smoke build took {smoke_book['seconds']:.0f} s")
+    assert smoke_book["code"] == 0, smoke_book["log"][-6000:]
+    assert (smoke_book["html"] / "index.html").exists()
+
+
+@pytest.mark.parametrize("cid", toc_chapters())
+def test_chapter_ran_and_every_check_passed(smoke_book, cid):
+    res_path = smoke_book["root"] / "book" / "_executed" / cid / "results.json"
+    assert res_path.exists(), f"{cid} did not run"
+    res = json.loads(res_path.read_text())
+    assert res["status"] == "ok", res.get("error") or [c for c in res["checks"] if not c["passed"]]
+    assert res["profile"] == "smoke"
+    assert res["checks"], f"{cid} records no checks"
+    for fig in res["figures"]:
+        for ext in ("png", "svg", "pdf"):
+            assert (smoke_book["root"] / "book" / "_executed" / cid / fig["files"][ext]["path"]).exists()
+    assert (smoke_book["html"] / "book" / "_executed" / cid / f"{cid}.html").exists()
+
+
+def test_generated_pages(smoke_book):
+    html = smoke_book["html"] / "book" / "_executed"
+    status = (html / "status.html").read_text()
+    for cid in toc_chapters():
+        assert cid in status
+    cite = (html / "how-to-cite.html").read_text()
+    assert "@misc{posbias:wu-thm-4-1:wu-thm-4-1-rollout" in cite
+    manifest = json.loads((smoke_book["root"] / "book" / "_executed" / "figures-manifest.json").read_text())
+    assert "wu-thm-4-1/wu-thm-4-1-rollout" in manifest
+
+
+def test_figure_files_carry_provenance(smoke_book):
+    figdir = smoke_book["root"] / "book" / "_executed" / "wu-thm-4-1" / "figures"
+    from PIL import Image
+
+    desc = json.loads(Image.open(figdir / "wu-thm-4-1-rollout.png").text["Description"])
+    assert desc["chapter"] == "wu-thm-4-1" and desc["profile"] == "smoke" and desc["parameters"]["depth"] > 0
+    assert desc["commit"]
+    svg = (figdir / "wu-thm-4-1-rollout.svg").read_text()
+    assert '"chapter": "wu-thm-4-1"' in svg.replace("&quot;", '"')
+    assert b"wu-thm-4-1" in (figdir / "wu-thm-4-1-rollout.pdf").read_bytes()
+
+
+def test_figures_are_byte_identical_across_runs(smoke_book, tmp_path):
+    """Re-running a chapter with the same commit and parameters reproduces its figure files exactly."""
+    first = json.loads((smoke_book["root"] / "book" / "_executed" / "wu-thm-4-1" / "results.json").read_text())
+    proc = subprocess.run(posbias_cmd("run", "wu-thm-4-1", "--profile", "smoke", "--out", str(tmp_path / "again")),
+                          cwd=smoke_book["root"], env=smoke_book["env"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    for a, b in zip(first["figures"], again["figures"]):
+        assert {k: v["sha256"] for k, v in a["files"].items()} == {k: v["sha256"] for k, v in b["files"].items()}
+
+
+def test_no_raw_errors_in_html(smoke_book):
+    for page in smoke_book["html"].rglob("*.html"):
+        text = page.read_text(errors="replace")
+        assert "Traceback (most recent call last)" not in text, page
+        assert not re.search(r"\bFAIL\b</strong>", text), page
