@@ -34,6 +34,7 @@ __all__ = [
     "decay_band",
     "band_argmax_set",
     "rope_scores",
+    "rope_row_scores",
     "rope_path_sum_log",
     "rope_profile_bounds_log",
     "rope_profile_log",
@@ -132,6 +133,17 @@ def rope_scores(n: int, theta: float, beta: float, phi: float = 0.0) -> torch.Te
     q = torch.tensor([math.cos(phi), math.sin(phi)], dtype=torch.float64).expand(n, 2) * math.sqrt(beta)
     k = torch.tensor([1.0, 0.0], dtype=torch.float64).expand(n, 2) * math.sqrt(beta)
     return apply_rope(q, angles) @ apply_rope(k, angles).T
+
+
+def rope_row_scores(n: int, theta: float, beta: float, phi: float = 0.0) -> torch.Tensor:
+    """Row ``N`` of :func:`rope_scores` read by distance: ``out[k] = q_{N} . k_{N-k}``. Shape ``(n,)``.
+
+    Only the last query is rotated, so ``n`` in the tens of thousands costs ``O(n)``.
+    """
+    angles = torch.arange(n, dtype=torch.float64).unsqueeze(1) * theta
+    q = torch.tensor([[math.cos(phi), math.sin(phi)]], dtype=torch.float64) * math.sqrt(beta)
+    k = torch.tensor([1.0, 0.0], dtype=torch.float64).expand(n, 2) * math.sqrt(beta)
+    return (apply_rope(q, angles[-1:]) @ apply_rope(k, angles).T).flatten().flip(0)
 
 
 def rope_path_sum_log(n: int, depth: int, theta: float, beta: float) -> torch.Tensor:

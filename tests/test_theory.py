@@ -82,6 +82,11 @@ def test_rope_scores_match_lemma_form():
     assert torch.allclose(s, beta * torch.cos(phi + (i - j) * theta), atol=1e-12)
 
 
+def test_rope_row_scores_is_last_row_of_rope_scores():
+    s = theory.rope_scores(30, 0.05, 3.0, 0.4)
+    assert torch.allclose(theory.rope_row_scores(30, 0.05, 3.0, 0.4), s[-1].flip(0), atol=1e-12)
+
+
 @pytest.mark.parametrize("depth,theta,beta", [(1, 0.05, 3.0), (2, 0.02, 4.0), (5, 0.05, 16.0)])
 def test_rope_path_sum_matches_matrix_power_and_bounds(depth, theta, beta):
     n = int(math.pi / (2 * theta)) + 1
