@@ -196,7 +196,7 @@ def ic_test_set(correct: str | int, distractor: str | int | None, n_seqs: int, s
     dslot = None if distractor is None else slot_index(distractor, cfg.n_items)
     if dslot == c:
         raise ValueError("correct and distractor slots must differ")
-    g = generator(seed, _TEST, c, -1 if dslot is None else dslot, cfg.burstiness)
+    g = generator(seed, _TEST, c, cfg.n_items if dslot is None else dslot, cfg.burstiness)
     n_cls = cfg.n_items // cfg.burstiness
     means = torch.randn(n_seqs, n_cls, cfg.dim, generator=g) / cfg.dim                 # novel classes
     labels = torch.randint(cfg.n_labels, (n_seqs, n_cls), generator=g)

@@ -1,0 +1,84 @@
+"""Measurements on trained ensembles: accuracies, the position gaps, sweeps, attention maps, sinks.
+
+All functions take an :class:`~posbias.model.EnsembleNet` and the member tasks and return one
+number (or array) per member, on the leading axis ``E``.
+"""
+from __future__ import annotations
+
+import torch
+
+from .model import EnsembleNet
+from .task import IC_PAIRS, Task, TestSet, train_batch
+
+__all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
+           "sink_alpha", "sink_share"]
+
+#: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
+GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
+
+
+@torch.no_grad()
+def accuracy(net: EnsembleNet, tasks: list[Task], ts: TestSet, chunk: int = 1024) -> torch.Tensor:
+    """Share of ``ts`` each member classifies correctly, ``(E,)``. Each member sees the test items
+    with its own label vectors."""
+    dev = net.w_q.device
+    correct = torch.zeros(net.n_members)
+    for lo in range(0, len(ts.target), chunk):
+        sl = slice(lo, lo + chunk)
+        part = TestSet(ts.name, ts.items[sl], ts.item_labels[sl], ts.query[sl], ts.target[sl])
+        x = torch.stack([part.tokens(t.label_vectors) for t in tasks]).to(dev)
+        pred = net(x).argmax(-1).cpu()
+        correct += (pred == part.target).float().sum(1)
+    return correct / len(ts.target)
+
+
+def ic_accuracies(net: EnsembleNet, tasks: list[Task], sets: dict[str, TestSet]) -> dict[str, torch.Tensor]:
+    """Accuracy ``(E,)`` on each named test set."""
+    return {name: accuracy(net, tasks, ts) for name, ts in sets.items()}
+
+
+def gaps(acc: dict[str, list[float] | torch.Tensor | float]) -> dict[str, torch.Tensor]:
+    """``{"first-middle": acc(IC_first_middle) - acc(IC_middle_first), ...}`` from the six accuracies."""
+    out = {}
+    for a, b in GAP_PAIRS:
+        out[f"{a}-{b}"] = torch.as_tensor(acc[f"IC_{a}_{b}"]) - torch.as_tensor(acc[f"IC_{b}_{a}"])
+    return out
+
+
+def sweep_accuracies(net: EnsembleNet, tasks: list[Task], sets: list[TestSet]) -> torch.Tensor:
+    """Accuracy with the target at each slot, ``(E, N)``, from :func:`posbias.task.sweep_test_sets`."""
+    return torch.stack([accuracy(net, tasks, ts) for ts in sets], dim=1)
+
+
+@torch.no_grad()
+def attention_maps(net: EnsembleNet, tasks: list[Task], n_seqs: int, seed: int,
+                   chunk: int = 512) -> torch.Tensor:
+    """Attention of every layer on unbiased training-distribution sequences: ``(E, depth, n, T, T)``.
+
+    The sequences come from each member's own task (seed ``seed``, uniform target slot).
+    """
+    dev = net.w_q.device
+    out = []
+    for lo in range(0, n_seqs, chunk):
+        b = min(chunk, n_seqs - lo)
+        x = torch.stack([train_batch(t, seed, lo // chunk, b)[0] for t in tasks]).to(dev)
+        out.append(net(x, return_attention=True)[1].cpu())
+    return torch.cat(out, dim=2)
+
+
+def sink_alpha(attn: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Gu et al.'s ``alpha_k``: mean attention key ``k`` receives from the queries allowed to see it.
+
+    ``attn`` ``(..., T, T)`` (rows = queries), ``mask`` ``(T, T)`` boolean. Returns ``(..., T)``.
+    """
+    m = mask.to(attn.dtype)
+    return (attn * m).sum(-2) / m.sum(-2)
+
+
+def sink_share(attn: torch.Tensor, mask: torch.Tensor, threshold: float = 0.3) -> torch.Tensor:
+    """Share of (sequence, layer, head) with ``alpha_k > threshold``, per key ``k``.
+
+    ``attn`` ``(layers, n, T, T)`` for one single-head member; returns ``(T,)`` in ``[0, 1]``.
+    """
+    alpha = sink_alpha(attn, mask)                    # (layers, n, T)
+    return (alpha > threshold).float().flatten(0, -2).mean(0)

@@ -1,0 +1,294 @@
+"""Training the ensembles of Wu et al.'s experiments, resumably, and the campaigns of the chapters.
+
+A *unit* is one (configuration, seed): its result (training curves, final accuracies on the six
+``IC`` sets, position sweeps, mean attention maps, sink shares) is stored on its own with
+``store.cached`` under the experiment ``wu-units``, so a unit shared by two chapters is trained once
+and a campaign stopped half way keeps every finished unit. Units still missing are grouped by
+depth and trained as one :class:`~posbias.model.EnsembleNet`; since the ensemble is bit-for-bit
+equivalent to training each member alone, the grouping never changes a unit's result.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from . import evaluate as ev
+from .model import EnsembleNet, MemberConfig
+from .task import (IC_PAIRS, TaskConfig, TestSet, ensemble_batch, ic_test_sets, make_task, slot_index,
+                   sweep_test_sets)
+
+__all__ = ["device", "default_threads", "Unit", "train_units", "run_campaign", "campaign_units",
+           "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
+
+UNIT_EXPERIMENT = "wu-units"
+VERSION = 1
+TEST_SEED = 20250201        # the fixed test sets shared by every unit
+SINK_SEED = 10**9           # batches for attention maps; far from any training seed
+
+
+def device() -> torch.device:
+    """CUDA when present, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_threads() -> int:
+    """Torch threads: ``$POSBIAS_THREADS`` if set, else half the cores this process may use (>= 1).
+
+    On two shared cores, oversubscribed torch threads run several times slower than one thread.
+    """
+    if os.environ.get("POSBIAS_THREADS"):
+        return max(1, int(os.environ["POSBIAS_THREADS"]))
+    return max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One (configuration, seed) and the training settings it needs: a pure function of these."""
+
+    depth: int
+    config: MemberConfig
+    target_slots: tuple[int, ...] | None
+    seed: int
+    steps: int
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 1e-6
+    eval_every: int = 1000
+    n_test: int = 10000
+    n_sweep: int = 2000
+    n_sink: int = 1000
+
+    def params(self) -> dict[str, Any]:
+        """The store key: everything the result depends on."""
+        return {"depth": self.depth, **self.config.to_dict(),
+                "target_slots": None if self.target_slots is None else list(self.target_slots),
+                "seed": self.seed, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
+                "weight_decay": self.weight_decay, "eval_every": self.eval_every, "n_test": self.n_test,
+                "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": TEST_SEED}
+
+    def shape_key(self) -> tuple:
+        """Units with equal keys can share one ensemble."""
+        return (self.depth, self.steps, self.batch_size, self.lr, self.weight_decay, self.eval_every,
+                self.n_test, self.n_sweep, self.n_sink, self.config.rope_base)
+
+
+_TEST_CACHE: dict[tuple, Any] = {}
+
+
+def _tests(n_test: int, n_sweep: int, cfg: TaskConfig) -> tuple[dict[str, TestSet], list[TestSet]]:
+    key = (n_test, n_sweep, cfg)
+    if key not in _TEST_CACHE:
+        _TEST_CACHE[key] = (ic_test_sets(n_test, TEST_SEED, cfg), sweep_test_sets(n_sweep, TEST_SEED + 1, cfg))
+    return _TEST_CACHE[key]
+
+
+def _save(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float = 180.0,
+                progress: bool = True, threads: int | None = None,
+                autocast_bf16: bool = False) -> list[dict[str, Any]]:
+    """Train ``units`` (all of one :meth:`Unit.shape_key`) as one ensemble; one result dict per unit.
+
+    Every ``eval_every`` steps (and at the end) the six ``IC`` accuracies are measured on the fixed
+    test sets. With ``checkpoint_dir`` the state is saved every ``checkpoint_seconds`` and a
+    stopped run resumes from it. ``autocast_bf16`` runs the forward pass under bfloat16 autocast
+    (an experiment: results then differ from fp32).
+    """
+    if len({u.shape_key() for u in units}) != 1:
+        raise ValueError("units of one ensemble must share depth and training settings")
+    torch.set_num_threads(threads or default_threads())
+    u0, E, dev = units[0], len(units), device()
+    cfg = TaskConfig()
+    tasks = [make_task(u.seed, cfg) for u in units]
+    seeds = [u.seed for u in units]
+    slots = [u.target_slots for u in units]
+    net = EnsembleNet([u.config for u in units], seeds, u0.depth, n_tokens=cfg.n_tokens).to(dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=u0.lr, weight_decay=u0.weight_decay)
+    ic_sets, sweeps = _tests(u0.n_test, u0.n_sweep, cfg)
+    curves: dict[str, list] = {"step": [], "loss": [], **{name: [] for name in ic_sets}}
+    start, loss_acc, n_acc, wall = 0, torch.zeros(E), 0, 0.0
+    ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / "state.pt"
+    if ckpt is not None and ckpt.exists():
+        st = torch.load(ckpt, map_location=dev, weights_only=False)
+        net.load_state_dict(st["net"])
+        opt.load_state_dict(st["opt"])
+        start, curves, loss_acc, n_acc, wall = st["step"], st["curves"], st["loss_acc"], st["n_acc"], st["wall"]
+
+    def evaluate(step: int) -> None:
+        net.eval()
+        accs = ev.ic_accuracies(net, tasks, ic_sets)
+        net.train()
+        curves["step"].append(step)
+        curves["loss"].append((loss_acc / max(n_acc, 1)).tolist())
+        for name, a in accs.items():
+            curves[name].append(a.tolist())
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=u0.steps, initial=start, desc=f"depth {u0.depth} x {E} members", leave=False)
+    t_last, t0 = time.monotonic(), time.perf_counter() - wall
+    if start == 0 and not curves["step"]:
+        evaluate(0)
+    for step in range(start, u0.steps):
+        x, y = ensemble_batch(tasks, seeds, slots, step, u0.batch_size)
+        x, y = x.to(dev), y.to(dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast_bf16):
+            logits = net(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").view(E, -1).mean(1)
+        opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        opt.step()
+        loss_acc += loss.detach().cpu()
+        n_acc += 1
+        done = step + 1
+        if done % u0.eval_every == 0 or done == u0.steps:
+            evaluate(done)
+            loss_acc, n_acc = torch.zeros(E), 0
+        if bar is not None:
+            bar.update(1)
+        if ckpt is not None and (time.monotonic() - t_last > checkpoint_seconds) and done < u0.steps:
+            _save(ckpt, {"net": net.state_dict(), "opt": opt.state_dict(), "step": done, "curves": curves,
+                         "loss_acc": loss_acc, "n_acc": n_acc, "wall": time.perf_counter() - t0})
+            t_last = time.monotonic()
+    if bar is not None:
+        bar.close()
+    train_seconds = time.perf_counter() - t0
+
+    net.eval()
+    final = ev.ic_accuracies(net, tasks, ic_sets)
+    sweep = ev.sweep_accuracies(net, tasks, sweeps)
+    maps = ev.attention_maps(net, tasks, u0.n_sink, SINK_SEED)          # (E, depth, n, T, T)
+    results = []
+    for e, u in enumerate(units):
+        mask = net.mask[e, 0].cpu()
+        results.append({
+            "params": u.params(),
+            "curves": {"step": curves["step"], "loss": [row[e] for row in curves["loss"]],
+                       **{name: [row[e] for row in curves[name]] for name in ic_sets}},
+            "ic_accuracy": {name: float(a[e]) for name, a in final.items()},
+            "gaps": {k: float(v[e]) for k, v in ev.gaps({n: a for n, a in final.items()}).items()},
+            "sweep_accuracy": sweep[e].tolist(),
+            "mean_attention": maps[e].mean(1).tolist(),                  # (depth, T, T)
+            "sink_share": ev.sink_share(maps[e], mask).tolist(),         # (T,)
+            "sink_alpha": ev.sink_alpha(maps[e], mask).mean(1).tolist(),  # (depth, T)
+            "train_seconds_ensemble": train_seconds,
+            "ensemble_size": E,
+        })
+    if ckpt is not None and ckpt.exists():
+        ckpt.unlink()
+    return results
+
+
+# --------------------------------------------------------------------------- campaigns
+
+#: Training settings of the profiles; chapters may override ``seeds`` and ``steps``.
+PROFILES: dict[str, dict[str, Any]] = {
+    "smoke": {"steps": 20, "seeds": [0], "eval_every": 10, "n_test": 64, "n_sweep": 32, "n_sink": 32},
+    "default": {"steps": 1000, "seeds": [0, 1], "eval_every": 250, "n_test": 2000, "n_sweep": 500, "n_sink": 500},
+    "paper": {"steps": 100_000, "seeds": [0, 1, 2, 3, 4], "eval_every": 5000, "n_test": 10000,
+              "n_sweep": 2000, "n_sink": 10000},
+}
+
+FIG2_PES = (("causal", "none"), ("decay", "none"), ("causal", "rope"))
+FIG3_CONFIGS = tuple((m, p) for m in ("full", "causal") for p in ("none", "sin", "rope"))
+
+
+def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every: int, n_test: int,
+                   n_sweep: int, n_sink: int, depths: list[int] | None = None,
+                   windows: list[int] | None = None, prefixes: list[int] | None = None) -> dict[str, list[Unit]]:
+    """The units of a chapter's campaign, grouped by the label of their configuration.
+
+    ``wu-fig-2``: unbiased data, no residual, depths x (causal No PE, decay, causal RoPE).
+    ``wu-fig-3``: targets at first or last, 2 layers with residual, masks full/causal x PEs none/sin/rope.
+    ``wu-fig-4``: the same six architectures with targets at first, middle or last only.
+    ``wu-fig-5``: 2 layers, causal, No PE, no residual, unbiased (shared with ``wu-fig-2``).
+    ``wu-fig-6``: unbiased, causal / windows / prefixes, No PE, no residual, ``depths[0]`` layers.
+    ``wu-residual-depth``: unbiased, with residual, depths x (causal No PE, decay, causal RoPE).
+    """
+    common = dict(steps=steps, eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink)
+    N = TaskConfig().n_items
+    out: dict[str, list[Unit]] = {}
+
+    def add(label: str, depth: int, cfg: MemberConfig, slots) -> None:
+        out[label] = [Unit(depth, cfg, slots, s, **common) for s in seeds]
+
+    if experiment in ("wu-fig-2", "wu-residual-depth"):
+        res = experiment == "wu-residual-depth"
+        for d in depths or ([2, 4, 6] if not res else [2, 6, 10]):
+            for mask, pe in FIG2_PES:
+                name = "decay" if mask == "decay" else ("RoPE" if pe == "rope" else "No PE")
+                add(f"{name}|{d}", d, MemberConfig(mask, pe, residual=res), None)
+    elif experiment == "wu-fig-3":
+        for mask, pe in FIG3_CONFIGS:
+            add(f"{mask}|{pe}", 2, MemberConfig(mask, pe, residual=True), (0, N - 1))
+    elif experiment == "wu-fig-4":
+        for where in ("first", "middle", "last"):
+            for mask, pe in FIG3_CONFIGS:
+                add(f"{where}|{mask}|{pe}", 2, MemberConfig(mask, pe, residual=True), (slot_index(where, N),))
+    elif experiment == "wu-fig-5":
+        add("causal|none", (depths or [2])[0], MemberConfig("causal", "none"), None)
+    elif experiment == "wu-fig-6":
+        d = (depths or [2])[0]
+        add("causal", d, MemberConfig("causal", "none"), None)
+        for w in windows or [4, 8, 12]:
+            add(f"window|{w}", d, MemberConfig("window", "none", window=w), None)
+        for k in prefixes or [2, 4, 8]:
+            add(f"prefix|{k}", d, MemberConfig("prefix", "none", prefix=k), None)
+    else:
+        raise ValueError(f"unknown experiment {experiment!r}")
+    return out
+
+
+def _stored(unit: Unit) -> bool:
+    from . import store
+    name = f"{UNIT_EXPERIMENT}/{store.key_of(UNIT_EXPERIMENT, unit.params(), VERSION)}.json"
+    return (store.DATA / name).exists() or (store.cache_dir() / name).exists()
+
+
+def run_campaign(experiment: str, profile: str = "default", *, progress: bool = True,
+                 max_members: int = 64, log: Callable[[str], None] = print,
+                 **overrides: Any) -> dict[str, list[dict[str, Any]]]:
+    """Train (or load) every unit of ``experiment`` under ``profile``; results grouped by label.
+
+    ``profile`` is ``smoke``, ``default`` or ``paper`` (:data:`PROFILES`); ``overrides`` replace any
+    of its settings or pass ``depths``/``windows``/``prefixes`` to :func:`campaign_units`. Finished
+    units come from ``data/`` or the user cache; missing ones are trained in ensembles of at most
+    ``max_members`` (checkpointed in ``store.checkpoint_dir``), then stored one by one. Run it again
+    after an interruption and it resumes.
+    """
+    from . import store
+
+    settings = {**PROFILES[profile], **overrides}
+    groups = campaign_units(experiment, **settings)
+    units = [u for us in groups.values() for u in us]
+    missing = [u for u in dict.fromkeys(units) if not _stored(u)]
+    fresh: dict[Unit, dict[str, Any]] = {}
+    by_shape: dict[tuple, list[Unit]] = {}
+    for u in missing:
+        by_shape.setdefault(u.shape_key(), []).append(u)
+    for shape, us in by_shape.items():
+        for lo in range(0, len(us), max_members):
+            part = us[lo:lo + max_members]
+            ck = store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
+            log(f"{experiment}: training {len(part)} units of depth {shape[0]} for {shape[1]} steps")
+            for u, r in zip(part, train_units(part, checkpoint_dir=ck, progress=progress)):
+                fresh[u] = r
+
+    def compute(u: Unit) -> Callable[[], dict[str, Any]]:
+        return lambda: fresh[u] if u in fresh else train_units([u], progress=progress)[0]
+
+    return {label: [store.cached(UNIT_EXPERIMENT, u.params(), compute(u), version=VERSION, seeds=[u.seed],
+                                 device=str(device()) if device().type != "cpu" else None)
+                    for u in us]
+            for label, us in groups.items()}
