@@ -59,10 +59,11 @@ def run_all(profile: str, chapters: list[str], jobs: int = 1, timeout: int = 360
         cmd = [sys.executable, "-m", "posbias.cli", "run", cid, "--profile", profile,
                "--out", str(EXECUTED / cid), "--timeout", str(timeout), "--quiet"]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        tail = (proc.stdout + proc.stderr).strip().splitlines()
-        print(f"[{time.perf_counter() - t0:6.1f} s] exit {proc.returncode}  {tail[-1] if tail else cid}", flush=True)
-        if proc.returncode not in (0,):
-            print("\n".join(tail[-25:]), file=sys.stderr, flush=True)
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "running over TCP" not in ln]
+        summary = next((ln for ln in reversed(lines) if ln.startswith(f"{cid}:")), lines[-1] if lines else cid)
+        print(f"[{time.perf_counter() - t0:6.1f} s] exit {proc.returncode}  {summary}", flush=True)
+        if proc.returncode != 0:
+            print("\n".join(lines[-25:]), file=sys.stderr, flush=True)
         return cid, proc.returncode
 
     EXECUTED.mkdir(parents=True, exist_ok=True)

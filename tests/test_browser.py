@@ -1,0 +1,121 @@
+"""Open every page of the smoke-built book in headless Chromium (Debian's package, driven by Playwright).
+
+Fails on a failed image, a broken internal link, unrendered TeX, a traceback in an output, or a
+JavaScript error. Saves screenshots of the landing page and of one chapter per part under the build.
+"""
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urljoin, urldefrag, urlparse
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.book
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+         "--no-first-run", "--disable-component-update", "--disable-sync"]
+
+
+def _browser_or_skip():
+    if not Path(CHROMIUM).exists():
+        msg = "Debian's chromium is not installed (make test installs it: apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(msg + "; under CI the browser test may not be skipped")
+        pytest.skip(msg)
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: F401
+    except ImportError:
+        pytest.fail("playwright (Python) is part of the test dependencies")
+
+
+@pytest.fixture(scope="module")
+def server(smoke_book):
+    assert smoke_book["code"] == 0, "the smoke build failed; see test_book"
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(smoke_book["html"]))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/", smoke_book
+    httpd.shutdown()
+
+
+def _screenshot_targets(root: Path) -> dict[str, str]:
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    out = {"landing": "book/intro.html"}
+    for part in toc["parts"]:
+        first = part["chapters"][0]["file"]
+        out[part["caption"]] = first + ".html"
+    return out
+
+
+def test_every_page_renders_in_chromium(server):
+    _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    base, book = server
+    html_root = book["html"]
+    pages = sorted(str(p.relative_to(html_root)) for p in html_root.rglob("*.html")
+                   if "_static" not in p.parts and p.name not in ("genindex.html", "search.html"))
+    shots = html_root / "_screenshots"
+    shots.mkdir(exist_ok=True)
+    targets = _screenshot_targets(book["root"])
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+        page.on("console", lambda m: errors.append(f"console: {m.text}")
+                if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+        page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+        page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+        for rel in pages:
+            errors.clear()
+            url = urljoin(base, rel)
+            resp = page.goto(url, wait_until="load")
+            if resp is None or resp.status != 200:
+                problems.append(f"{rel}: HTTP {resp.status if resp else 'none'}")
+                continue
+            page.wait_for_timeout(150)
+            has_math = page.evaluate("() => document.querySelectorAll('.math, div.math, span.math').length")
+            if has_math:
+                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
+                page.evaluate("() => MathJax.startup.promise")
+                rendered = page.evaluate("() => document.querySelectorAll('mjx-container').length")
+                if not rendered:
+                    problems.append(f"{rel}: {has_math} math elements but MathJax rendered none")
+                raw = page.evaluate("""() => Array.from(document.querySelectorAll('.math'))
+                    .filter(e => !e.querySelector('mjx-container') && /\\\\[a-zA-Z]+|\\$/.test(e.textContent)).length""")
+                if raw:
+                    problems.append(f"{rel}: {raw} math elements left as raw TeX")
+            broken = page.evaluate("""() => Array.from(document.images)
+                .filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)""")
+            problems += [f"{rel}: image failed to load: {src}" for src in broken]
+            body = page.inner_text("body")
+            if "Traceback (most recent call last)" in body:
+                problems.append(f"{rel}: a Python traceback is shown")
+            links = page.evaluate("() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+            for link in set(links):
+                target, _ = urldefrag(link)
+                if not target.startswith(base):
+                    continue
+                path = html_root / urlparse(target).path.lstrip("/")
+                if path.is_dir():
+                    path = path / "index.html"
+                if not path.exists():
+                    problems.append(f"{rel}: broken internal link -> {urlparse(target).path}")
+            problems += [f"{rel}: {e}" for e in errors if "favicon" not in e]
+            for name, target in targets.items():
+                if rel == target:
+                    page.screenshot(path=str(shots / f"{name.lower().replace(' ', '-')}.png"), full_page=False)
+        browser.close()
+    assert not problems, "\n".join(problems)
+    assert (shots / "landing.png").exists()

@@ -1,0 +1,47 @@
+"""posbias.evaluate: gaps, sink metric and accuracies on hand-made inputs."""
+import torch
+from hypothesis import given, settings, strategies as st
+
+from posbias.evaluate import accuracy, gaps, sink_alpha, sink_share
+from posbias.masks import make_mask
+from posbias.model import EnsembleNet, MemberConfig
+from posbias.task import TaskConfig, ic_test_set, make_task
+
+
+def test_gaps_are_differences_of_mirrored_sets():
+    acc = {"IC_first_middle": 0.9, "IC_middle_first": 0.2, "IC_first_last": 0.5, "IC_last_first": 0.5,
+           "IC_middle_last": 0.3, "IC_last_middle": 0.6}
+    g = gaps(acc)
+    assert abs(float(g["first-middle"]) - 0.7) < 1e-6 and float(g["first-last"]) == 0.0
+    assert abs(float(g["middle-last"]) + 0.3) < 1e-6
+
+
+def test_sink_alpha_on_a_pure_first_token_sink():
+    T = 6
+    mask = make_mask("causal", T)
+    attn = torch.zeros(T, T)
+    attn[:, 0] = 1.0                                      # every query puts all its mass on token 1
+    alpha = sink_alpha(attn, mask)
+    assert alpha[0] == 1.0 and bool((alpha[1:-1] == 0).all())
+    share = sink_share(attn.expand(2, 3, T, T), mask)
+    assert share[0] == 1.0 and share[1] == 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(T=st.integers(2, 12), seed=st.integers(0, 1000))
+def test_alpha_of_uniform_causal_attention(T, seed):
+    # uniform causal rows: A_ik = 1/(i+1); alpha_k = mean over i >= k of 1/(i+1)
+    mask = make_mask("causal", T)
+    attn = mask.double() / mask.double().sum(-1, keepdim=True)
+    alpha = sink_alpha(attn, mask)
+    for k in range(T):
+        expected = sum(1 / (i + 1) for i in range(k, T)) / (T - k)
+        assert abs(alpha[k].item() - expected) < 1e-12
+
+
+def test_accuracy_of_an_untrained_net_is_near_chance():
+    cfg = TaskConfig()
+    ts = ic_test_set("first", None, 256, 0, cfg)
+    net = EnsembleNet([MemberConfig()], [0], 2)
+    a = accuracy(net, [make_task(0, cfg)], ts)
+    assert a.shape == (1,) and 0 <= a.item() < 0.2

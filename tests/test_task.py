@@ -1,0 +1,103 @@
+"""posbias.task: the Reddy-style data is seeded, vectorised and has the structure it claims."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from posbias.task import (IC_PAIRS, TaskConfig, embed, ic_test_set, ic_test_sets, make_task, slot_index,
+                          sweep_test_sets, train_batch)
+
+SMALL = TaskConfig(n_items=8, n_classes=64, n_labels=8, dim=16, burstiness=4, eps=0.75)
+
+
+def test_batch_is_pure_function_of_seed_and_step():
+    task = make_task(3, SMALL)
+    a, ya = train_batch(task, 3, 7, 32)
+    b, yb = train_batch(task, 3, 7, 32)
+    c, _ = train_batch(task, 3, 8, 32)
+    assert torch.equal(a, b) and torch.equal(ya, yb)
+    assert not torch.equal(a, c)
+    assert a.shape == (32, SMALL.n_tokens, SMALL.dim)
+
+
+def test_label_tokens_and_target_follow_the_class_map():
+    task = make_task(0, SMALL)
+    x, y = train_batch(task, 0, 0, 64)
+    labels = x[:, 1:-1:2]                                  # (b, N, D) label tokens
+    # every label token is one of the label vectors
+    d = (labels.unsqueeze(-2) - task.label_vectors).abs().sum(-1)
+    assert bool((d.min(-1).values == 0).all())
+    # the query's label appears among the context labels (burstiness: its class is in context)
+    ids = d.argmin(-1)
+    assert bool((ids == y.unsqueeze(1)).any(1).all())
+
+
+@settings(max_examples=20, deadline=None)
+@given(slot=st.integers(0, 7), seed=st.integers(0, 10_000))
+def test_biased_target_slot_holds_query_label(slot, seed):
+    task = make_task(seed, SMALL)
+    x, y = train_batch(task, seed, 0, 16, target_slots=(slot,))
+    lab = x[:, 2 * slot + 1]
+    assert torch.equal(lab, task.label_vectors[y])
+
+
+def test_burstiness_each_class_b_times():
+    task = make_task(1, SMALL)
+    x, _ = train_batch(task, 1, 0, 8)
+    items = x[:, 0:-1:2]
+    # the class means: distance of each item to its nearest mean; B copies per class -> label pattern
+    # items of one class share a label token
+    lab = x[:, 1:-1:2]
+    for row in range(8):
+        uniq = torch.unique(lab[row], dim=0)
+        assert uniq.shape[0] <= SMALL.n_items // SMALL.burstiness
+
+
+def test_scales_are_one_over_d():
+    cfg = TaskConfig()
+    task = make_task(0, cfg)
+    assert abs(task.class_means.std().item() - 1 / cfg.dim) < 0.05 / cfg.dim
+    x, _ = train_batch(task, 0, 0, 256)
+    # items are (mu + eps eta)/sqrt(1+eps^2): std 1/D again
+    assert abs(x[:, 0:-1:2].std().item() - 1 / cfg.dim) < 0.05 / cfg.dim
+
+
+@pytest.mark.parametrize("correct,distractor", IC_PAIRS)
+def test_ic_sets_copy_the_correct_item_and_keep_labels(correct, distractor):
+    ts = ic_test_set(correct, distractor, 50, 0, SMALL)
+    c, d = slot_index(correct, 8), slot_index(distractor, 8)
+    assert torch.equal(ts.items[:, c], ts.items[:, d])
+    # the correct slot carries the target label
+    assert torch.equal(ts.item_labels[:, c], ts.target)
+
+
+def test_six_sets_and_slots():
+    sets = ic_test_sets(10, 0, SMALL)
+    assert sorted(sets) == sorted(f"IC_{a}_{b}" for a, b in IC_PAIRS)
+    assert (slot_index("first", 8), slot_index("middle", 8), slot_index("last", 8)) == (0, 4, 7)
+    with pytest.raises(ValueError):
+        slot_index("centre", 8)
+    with pytest.raises(ValueError):
+        ic_test_set("first", "first", 5, 0, SMALL)
+
+
+def test_sweep_has_the_query_class_at_one_slot_only():
+    sets = sweep_test_sets(40, 0, SMALL)
+    assert len(sets) == 8
+    for s, ts in enumerate(sets):
+        # query is closest to the item at slot s among all items (noise 0.75 but distinct classes)
+        assert torch.equal(ts.target, ts.item_labels[:, s])
+    with_d = sweep_test_sets(40, 0, SMALL, distractor="last")
+    assert torch.equal(with_d[0].items[:, 0], with_d[0].items[:, 7])
+    assert not torch.equal(with_d[7].items[:, 0], with_d[7].items[:, 6])
+
+
+def test_embed_interleaves():
+    items = torch.randn(2, 3, 4)
+    lab = torch.tensor([[0, 1, 0], [1, 1, 0]])
+    vecs = torch.randn(2, 4)
+    q = torch.randn(2, 4)
+    t = embed(items, lab, q, vecs)
+    assert t.shape == (2, 7, 4)
+    assert torch.equal(t[:, 0], items[:, 0]) and torch.equal(t[1, 3], vecs[1]) and torch.equal(t[:, -1], q)
