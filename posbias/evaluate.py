@@ -11,7 +11,7 @@ from .model import EnsembleNet
 from .task import IC_PAIRS, Task, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
-           "sink_alpha", "sink_share"]
+           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -82,3 +82,57 @@ def sink_share(attn: torch.Tensor, mask: torch.Tensor, threshold: float = 0.3) -
     """
     alpha = sink_alpha(attn, mask)                    # (layers, n, T)
     return (alpha > threshold).float().flatten(0, -2).mean(0)
+
+
+# --------------------------------------------------------------------------- summaries over seeds
+
+def seed_mean_se(values, n_test: int) -> tuple[float, float]:
+    """Mean over seeds of a gap (or a difference of gaps) and its standard error.
+
+    The error adds the spread between seeds (sample variance / n, zero with one seed) and the
+    binomial noise of the test sets, at most ``0.5 / n_test`` per seed for a difference of two
+    accuracies (each with variance ``<= 1/(4 n_test)``).
+    """
+    v = torch.as_tensor(values, dtype=torch.float64).flatten()
+    n = v.numel()
+    var_seed = float(v.var(unbiased=True)) if n > 1 else 0.0
+    return float(v.mean()), float((var_seed / n + 0.5 / n_test / n) ** 0.5)
+
+
+def verdict(mean: float, se: float, sign: int = 1, z: float = 2.0) -> str:
+    """``reproduced`` if ``sign * mean > z * se``, ``contradicted`` if ``sign * mean < -z * se``, else
+    ``inconclusive``: a claim "this quantity is positive" (``sign=+1``) or "negative" (``sign=-1``)."""
+    if sign * mean > z * se:
+        return "reproduced"
+    if sign * mean < -z * se:
+        return "contradicted"
+    return "inconclusive"
+
+
+def stack(units: list[dict], *path: str) -> torch.Tensor:
+    """Stack a field of several unit results (e.g. the seeds of one configuration) along axis 0.
+
+    ``stack(units, "gaps", "first-last")`` -> ``(seeds,)``; ``stack(units, "curves", "IC_first_last")``
+    -> ``(seeds, evals)``.
+    """
+    out = []
+    for u in units:
+        v = u
+        for p in path:
+            v = v[p]
+        out.append(torch.as_tensor(v, dtype=torch.float64))
+    return torch.stack(out)
+
+
+def gap_curves(units: list[dict]) -> dict[str, torch.Tensor]:
+    """The three gaps against training step, ``(seeds, evals)`` each, from the stored curves."""
+    acc = {name: stack(units, "curves", name) for name in units[0]["curves"] if name.startswith("IC_")}
+    return gaps(acc)
+
+
+def claim(name: str, text: str, per_seed, n_test: int, sign: int = 1, n_acc: int = 2) -> dict:
+    """One row of a chapter's claims table: a quantity that the paper says is positive (``sign=+1``)
+    or negative, measured per seed. ``n_acc`` is how many accuracies enter it (2 for a gap, 4 for a
+    difference of gaps), which sets the binomial part of the error."""
+    mean, se = seed_mean_se(per_seed, n_test * 2 // n_acc)
+    return {"name": name, "claim": text, "mean": mean, "se": se, "verdict": verdict(mean, se, sign)}

@@ -1,0 +1,121 @@
+"""Training throughput: the batched ensemble against the same models trained one at a time.
+
+Runs in one process (one torch thread unless ``--threads``): for each depth of Figure 2 it times
+training steps of the 15-member ensemble (3 architectures x 5 seeds) and of the 15 models alone,
+reports steps per second, the speed-up, model FLOP/s as a share of an fp32 matmul peak measured in
+the same run, the share of time spent making data, and projects Figure 2 at the paper's settings.
+With ``--bf16`` it also times bfloat16 autocast (AMX on recent Xeons) against a bf16 matmul peak.
+
+    python benchmarks/train_throughput.py [--steps 20] [--threads 1] [--bf16] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+
+import torch
+import torch.nn.functional as F
+
+from posbias.model import EnsembleNet, MemberConfig
+from posbias.task import TaskConfig, ensemble_batch, make_task
+from posbias.train import FIG2_PES
+
+B, D, L = 128, 64, 32
+
+
+def model_flops(depth: int, n_tokens: int = 17, query_only: bool = True) -> float:
+    """Matmul FLOPs of one training step of one member (forward x 3 for forward + backward)."""
+    T, fwd = n_tokens, 0.0
+    for t in range(depth):
+        r = 1 if (query_only and t == depth - 1) else T
+        fwd += 2 * B * r * D * D + 2 * 2 * B * T * D * D       # Q on r rows; K, V on all rows
+        fwd += 2 * 2 * B * r * T * D                            # logits and A V
+    fwd += 2 * B * (3 * D * D + D * L)                          # classifier on the query token
+    return 3 * fwd
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 6) -> float:
+    """Best of ``reps`` timings of an ``n x n`` matmul, in FLOP/s."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    best = math.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best
+
+
+def time_steps(configs, seeds, depth, steps, bf16=False, warmup=3) -> tuple[float, float]:
+    """Seconds per step of one ensemble (total, of which making data)."""
+    tasks = [make_task(s) for s in seeds]
+    net = EnsembleNet(configs, seeds, depth)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-6)
+    E, t_data, t0 = len(seeds), 0.0, 0.0
+    for step in range(warmup + steps):
+        if step == warmup:
+            t0, t_data = time.perf_counter(), 0.0
+        td = time.perf_counter()
+        x, y = ensemble_batch(tasks, seeds, [None] * E, step, B)
+        t_data += time.perf_counter() - td
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = net(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").view(E, -1).mean(1)
+        opt.zero_grad()
+        loss.sum().backward()
+        opt.step()
+    return (time.perf_counter() - t0) / steps, t_data / steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--depths", type=int, nargs="+", default=[2, 4, 6])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    peak = matmul_peak(torch.float32)
+    out = {"cpu": platform.processor() or platform.machine(), "threads": a.threads, "steps": a.steps,
+           "fp32_matmul_peak_gflops": peak / 1e9, "depths": {}}
+    if a.bf16:
+        out["bf16_matmul_peak_gflops"] = matmul_peak(torch.bfloat16) / 1e9
+    fig2_seconds = 0.0
+    for depth in a.depths:
+        cfgs = [MemberConfig(m, p) for m, p in FIG2_PES for _ in range(a.seeds)]
+        seeds = [s for _ in FIG2_PES for s in range(a.seeds)]
+        E = len(seeds)
+        t_ens, t_data = time_steps(cfgs, seeds, depth, a.steps)
+        t_one = sum(time_steps([c], [s], depth, max(3, a.steps // 4))[0] for c, s in zip(cfgs, seeds))
+        flops = E * model_flops(depth)
+        row = {"members": E, "ensemble_step_s": t_ens, "data_share": t_data / t_ens,
+               "one_at_a_time_step_s": t_one, "speedup": t_one / t_ens,
+               "ensemble_steps_per_s": 1 / t_ens, "one_at_a_time_steps_per_s": 1 / t_one,
+               "model_gflops": flops / t_ens / 1e9, "fraction_of_fp32_peak": flops / t_ens / peak}
+        if a.bf16:
+            t_bf, _ = time_steps(cfgs, seeds, depth, a.steps, bf16=True)
+            row.update(bf16_step_s=t_bf, bf16_speedup=t_ens / t_bf)
+        out["depths"][depth] = row
+        fig2_seconds += t_ens * 100_000
+        print(f"depth {depth}: {E} members | ensemble {1 / t_ens:6.2f} steps/s | one at a time "
+              f"{1 / t_one:6.2f} steps/s | x{t_one / t_ens:4.1f} | {flops / t_ens / 1e9:6.1f} GFLOP/s = "
+              f"{100 * flops / t_ens / peak:4.1f}% of fp32 peak | data {100 * t_data / t_ens:4.1f}%"
+              + (f" | bf16 x{t_ens / row['bf16_step_s']:.2f}" if a.bf16 else ""), flush=True)
+    out["fig2_paper_hours_one_thread"] = fig2_seconds / 3600
+    out["fig2_paper_hours_two_cores_projected"] = fig2_seconds / 3600 / 2
+    print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s ({a.threads} thread(s))")
+    print(f"Figure 2 at paper settings (100,000 steps, 5 seeds, 3 x {len(a.depths)} configs): "
+          f"{fig2_seconds / 3600:.2f} h on {a.threads} thread(s); about {fig2_seconds / 7200:.2f} h with the "
+          f"depth groups split over two cores")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
