@@ -42,6 +42,12 @@ __all__ = [
     "layer2_scores",
     "uniform_sketch",
     "row_slope",
+    "slope_contrast",
+    "layer2_slope",
+    "alpha0_slope_factor",
+    "expansion_parameter",
+    "cached_simulate",
+    "plot_score_map",
 ]
 
 LN_EPS = 1e-12
@@ -113,19 +119,33 @@ class SimResult:
 
     ``score_mean``/``score_var``: mean and variance of the pre-softmax scores (NaN above the
     diagonal); ``attn_mean``: mean attention weights; ``rp_per_sim``: per layer, the mean over
-    simulations of the recency probability of each simulation's own score matrix.
+    simulations of the recency probability of each simulation's own score matrix;
+    ``slope_mean``/``slope_var``: per layer ``(T,)``, mean and variance over simulations of the
+    within-row slope of score against key position (:func:`row_slope`).
     """
 
     score_mean: np.ndarray
     score_var: np.ndarray
     attn_mean: np.ndarray
     rp_per_sim: np.ndarray
+    slope_mean: np.ndarray
+    slope_var: np.ndarray
     sims: int
 
     @property
     def score_se(self) -> np.ndarray:
         """Standard error of ``score_mean``."""
         return np.sqrt(self.score_var / self.sims)
+
+    @property
+    def slope_se(self) -> np.ndarray:
+        """Standard error of ``slope_mean`` ``(T,)``."""
+        return np.sqrt(self.slope_var / self.sims)
+
+    @property
+    def rp(self) -> np.ndarray:
+        """RP of the mean score map of each layer ``(T,)``: the number annotated on Fig 1."""
+        return recency_probability(self.score_mean).numpy()
 
     def to_dict(self) -> dict:
         return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
@@ -164,6 +184,9 @@ def simulate(
     acc_s2 = torch.zeros(depth, n, n, dtype=torch.float64)
     acc_a = torch.zeros(depth, n, n, dtype=torch.float64)
     acc_rp = torch.zeros(depth, dtype=torch.float64)
+    acc_b = torch.zeros(depth, dtype=torch.float64)
+    acc_b2 = torch.zeros(depth, dtype=torch.float64)
+    contrast = slope_contrast(n)
     for b0 in range(0, n_blocks, blocks_per_chunk):
         xs = []
         for b in range(b0, min(b0 + blocks_per_chunk, n_blocks)):
@@ -175,9 +198,16 @@ def simulate(
         acc_s2 += (sc * sc).sum(0)
         acc_a += at.sum(0)
         acc_rp += recency_probability(sc).sum(0)
-    mean = acc_s / sims
-    var = (acc_s2 / sims - mean**2).clamp(min=0.0) * sims / max(sims - 1, 1)
-    return SimResult(mean.numpy(), var.numpy(), (acc_a / sims).numpy(), (acc_rp / sims).numpy(), sims)
+        slopes = (torch.nan_to_num(sc) * contrast).sum((-1, -2))
+        acc_b += slopes.sum(0)
+        acc_b2 += (slopes * slopes).sum(0)
+
+    def mean_var(s1: torch.Tensor, s2: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        m = s1 / sims
+        return m.numpy(), ((s2 / sims - m**2).clamp(min=0.0) * sims / max(sims - 1, 1)).numpy()
+
+    (sm, sv), (bm, bv) = mean_var(acc_s, acc_s2), mean_var(acc_b, acc_b2)
+    return SimResult(sm, sv, (acc_a / sims).numpy(), (acc_rp / sims).numpy(), bm, bv, sims)
 
 
 def _triples(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -214,17 +244,18 @@ def layer1_offdiag_moments(d: int, alpha: float) -> tuple[float, float]:
     return mean, var
 
 
-def layer1_log_weights(n: int, d: int, alpha: float, *, layernorm: bool = True, lognormal: bool = True) -> torch.Tensor:
+def layer1_log_weights(n: int, d: int, alpha: float, *, layernorm: bool = True, finite_d: bool = True) -> torch.Tensor:
     """Log of the unnormalised layer-1 attention weights ``(n, n)`` (``-inf`` above the diagonal).
 
     With LayerNorm the diagonal is ``sqrt(d)`` and an off-diagonal weight is ``E exp(score)``:
-    ``exp(mean + var/2)`` with ``lognormal=True`` (the score is approximately normal), or the paper's
-    ``exp(alpha sqrt(d))`` with ``lognormal=False``, which gives its ``D_j = e^{sqrt d} + (j-1) e^{alpha sqrt d}``.
+    ``exp(mean + var/2)`` with ``finite_d=True`` (the score is nearly normal, so this is the log-normal
+    mean; :func:`layer1_offdiag_moments`), or the paper's
+    ``exp(alpha sqrt(d))`` with ``finite_d=False``, which gives its ``D_j = e^{sqrt d} + (j-1) e^{alpha sqrt d}``.
     Without LayerNorm the scores are ``E x_i . x_j / sqrt(d)``: ``(1 + l^2) / sqrt(d)`` and ``l^2 / sqrt(d)``.
     """
     if layernorm:
         diag = math.sqrt(d)
-        if lognormal:
+        if finite_d:
             m, v = layer1_offdiag_moments(d, alpha)
             off = m + v / 2
         else:
@@ -244,7 +275,7 @@ def layer2_scores(
     *,
     layernorm: bool = True,
     residual: bool = False,
-    lognormal: bool = True,
+    finite_d: bool = True,
     log_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Predicted mean layer-2 score matrix ``(n, n)`` (NaN above the diagonal).
@@ -252,14 +283,16 @@ def layer2_scores(
     Layer 1 averages its values with rows ``W = softmax(log_weights)`` (default
     :func:`layer1_log_weights`); the residual adds the un-normalised input, which is ``sigma h_i``
     plus a constant with ``sigma = 1/sqrt(d (1 - alpha))`` under LayerNorm and ``h_i`` itself without.
-    ``G`` is ``alpha + (1 - alpha) I`` (LN values divided by ``d``) or ``l^2 + I`` (raw inputs). Then
+    ``G`` is ``r + (1 - r) I`` (LN values divided by ``d``; ``r = alpha``, or its finite-``d`` mean
+    ``E r`` with ``finite_d=True``) or ``l^2 + I`` (raw inputs). Then
     ``C = W G W^T`` and the score is ``sqrt(d) C_ij / sqrt(C_ii C_jj)`` with LN, ``C_ij / sqrt(d)`` without.
     """
-    lw = layer1_log_weights(n, d, alpha, layernorm=layernorm, lognormal=lognormal) if log_weights is None else log_weights
+    lw = layer1_log_weights(n, d, alpha, layernorm=layernorm, finite_d=finite_d) if log_weights is None else log_weights
     w = torch.softmax(lw, dim=-1)
     eye = torch.eye(n, dtype=torch.float64)
     if layernorm:
-        gram = alpha + (1.0 - alpha) * eye
+        r = layer1_offdiag_moments(d, alpha)[0] / math.sqrt(d) if finite_d else alpha
+        gram = r + (1.0 - r) * eye
         sigma = 1.0 / math.sqrt(d * (1.0 - alpha))
     else:
         gram = alpha_to_l(alpha) ** 2 + eye
@@ -282,21 +315,73 @@ def uniform_sketch(n: int) -> torch.Tensor:
     return s.masked_fill(~causal_mask(n), float("nan"))
 
 
-def row_slope(scores: torch.Tensor | np.ndarray, weights: torch.Tensor | np.ndarray | None = None) -> float:
+def slope_contrast(n: int) -> torch.Tensor:
+    """Coefficients ``c`` ``(n, n)`` with ``row_slope(S) = sum(c * S)`` (zero on and above the diagonal)."""
+    c = torch.zeros(n, n, dtype=torch.float64)
+    for i in range(2, n):
+        x = torch.arange(i, dtype=torch.float64)
+        c[i, :i] = x - x.mean()
+    return c / (c * c).sum()
+
+
+def row_slope(scores: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Pooled least-squares slope of score against key position ``j`` within rows, over ``j < i``.
 
-    Each row ``i >= 2`` (0-based) contributes its strictly-below-diagonal entries, centred on the row
-    mean, so row-level offsets do not count: a positive slope is recency, a negative one an
-    early-token preference. ``weights`` (same shape) gives inverse-variance weights.
+    Rows ``i >= 2`` (0-based) contribute their strictly-below-diagonal entries, centred on the row
+    mean, so row offsets do not count: a positive slope is recency, a negative one an early-token
+    preference. ``(..., n, n) -> (...)``; linear in the scores, so the slope of a mean map is the
+    mean of the slopes.
     """
-    s = torch.as_tensor(scores, dtype=torch.float64)
-    wt = torch.ones_like(s) if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    s = torch.nan_to_num(torch.as_tensor(scores, dtype=torch.float64))
+    return (s * slope_contrast(s.shape[-1])).sum((-1, -2))
+
+
+def layer2_slope(n: int, d: int, alpha: float = 0.0, **kw) -> float:
+    """Within-row slope (:func:`row_slope`) of the predicted layer-2 map :func:`layer2_scores`."""
+    return float(row_slope(layer2_scores(n, d, alpha, **kw)))
+
+
+def alpha0_slope_factor(d: int) -> float:
+    """Leading finite-``d`` correction ``1 - 1/sqrt(d) - 2/d`` of the layer-2 slope at ``alpha = 0`` (no residual).
+
+    At ``alpha = 0`` the recency slope is second order in the off-diagonal weight; the terms the
+    mean-weight formula drops (a weight correlates with the score it came from, ``E xi e^xi = e^{1/2}``,
+    and with the norm it enters, ``E xi^2 e^xi = 2 e^{1/2}``) shrink it by ``1/sqrt(d) + 2/d``.
+    """
+    return 1.0 - 1.0 / math.sqrt(d) - 2.0 / d
+
+
+def expansion_parameter(n: int, d: int, alpha: float) -> float:
+    """``(n - 1) eps`` with ``eps = E e^{score_ik} / e^{sqrt d}``: the total off-diagonal weight of a
+    layer-1 row relative to its diagonal, the small parameter of the closed forms."""
+    m, v = layer1_offdiag_moments(d, alpha)
+    return (n - 1) * math.exp(m + v / 2 - math.sqrt(d))
+
+
+def cached_simulate(version: int = 1, **params) -> SimResult:
+    """:func:`simulate` through ``store.cached`` (experiment ``kim-sim``), so committed runs are read from ``data/``."""
+    from posbias import store
+
+    full = {**dict(n=10, d=64, alpha=0.0, depth=4, sims=100_000, layernorm=True, residual=False,
+                   rope_base=None, decay=None, seed=0), **params}
+
+    def compute() -> dict:
+        torch.set_num_threads(1)
+        return simulate(**full).to_dict()
+
+    return SimResult.from_dict(store.cached("kim-sim", full, compute, version=version, seeds=[full["seed"]]))
+
+
+def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None = None, cmap: str = "viridis"):
+    """Draw a mean score map ``(n, n)`` with the masked triangle blank and RP in the corner; returns the image."""
+    s = np.asarray(scores, dtype=float)
     n = s.shape[-1]
-    num = den = 0.0
-    for i in range(2, n):
-        y, w = s[i, :i], wt[i, :i]
-        x = torch.arange(i, dtype=torch.float64)
-        xm, ym = (w * x).sum() / w.sum(), (w * y).sum() / w.sum()
-        num += float((w * (x - xm) * (y - ym)).sum())
-        den += float((w * (x - xm) ** 2).sum())
-    return num / den
+    shown = np.ma.masked_invalid(np.where(np.triu(np.ones((n, n), dtype=bool), 1), np.nan, s))
+    im = ax.imshow(shown, cmap=cmap, extent=(0.5, n + 0.5, n + 0.5, 0.5))
+    ax.grid(False)
+    ax.set_xticks([1, n]); ax.set_yticks([1, n])
+    if title:
+        ax.set_title(title, fontsize=8)
+    if rp is not None:
+        ax.text(n + 0.3, 0.8, f"RP={rp:.2f}", ha="right", va="top", fontsize=7)
+    return im

@@ -1,0 +1,213 @@
+"""Tests of posbias.lnsim: the parameter-free LayerNorm stack, RP, and the closed forms."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posbias import lnsim
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# ----------------------------------------------------------------------------- inputs and layers
+
+
+def test_alpha_l_roundtrip():
+    for alpha in (0.0, 0.2, 0.5, 0.8, 0.99):
+        assert lnsim.anisotropy_level(lnsim.alpha_to_l(alpha)) == pytest.approx(alpha)
+    with pytest.raises(ValueError):
+        lnsim.alpha_to_l(1.0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 0.8])
+def test_inputs_have_the_stated_anisotropy(alpha):
+    x = lnsim.sample_inputs(400, 2, 1024, alpha, _gen(1))
+    cos = torch.nn.functional.cosine_similarity(x[:, 0], x[:, 1], dim=-1)
+    assert x.shape == (400, 2, 1024)
+    assert float(cos.mean()) == pytest.approx(alpha, abs=0.02)
+    assert float((x * x).sum(-1).mean()) == pytest.approx(1 / (1 - alpha), rel=0.03)
+
+
+def test_layer_norm_has_zero_mean_unit_variance_and_norm_sqrt_d():
+    x = torch.randn(5, 7, 32, dtype=torch.float64)
+    h = lnsim.layer_norm(x)
+    assert torch.allclose(h.mean(-1), torch.zeros(5, 7, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose((h * h).sum(-1), torch.full((5, 7), 32.0, dtype=torch.float64))
+
+
+def test_stack_forward_layer_one_by_hand():
+    x = lnsim.sample_inputs(3, 6, 16, 0.3, _gen(2))
+    scores, attn = lnsim.stack_forward(x, 2)
+    h = lnsim.layer_norm(x)
+    s = h @ h.transpose(-1, -2) / 4.0
+    low = torch.tril(torch.ones(6, 6, dtype=torch.bool))
+    assert torch.allclose(scores[:, 0][:, low], s[:, low])
+    assert torch.isnan(scores[:, :, ~low]).all()
+    assert torch.allclose(torch.diagonal(scores[:, 0], dim1=-2, dim2=-1), torch.full((3, 6), 4.0, dtype=torch.float64))
+    assert torch.allclose(attn.sum(-1), torch.ones(3, 2, 6, dtype=torch.float64))
+    assert (attn[:, :, ~low] == 0).all()
+    # the second layer sees LN(A h), with and without the residual
+    x1 = attn[:, 0] @ h
+    h1 = lnsim.layer_norm(x1)
+    assert torch.allclose(scores[:, 1][:, low], (h1 @ h1.transpose(-1, -2) / 4.0)[:, low])
+    sr, _ = lnsim.stack_forward(x, 2, residual=True)
+    h1r = lnsim.layer_norm(x1 + x)
+    assert torch.allclose(sr[:, 1][:, low], (h1r @ h1r.transpose(-1, -2) / 4.0)[:, low])
+
+
+def test_stack_forward_without_layernorm_uses_raw_inputs():
+    x = lnsim.sample_inputs(2, 5, 8, 0.0, _gen(3))
+    scores, _ = lnsim.stack_forward(x, 1, layernorm=False)
+    low = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    assert torch.allclose(scores[:, 0][:, low], (x @ x.transpose(-1, -2) / math.sqrt(8))[:, low])
+
+
+def test_rope_and_decay_change_the_scores_as_stated():
+    x = lnsim.sample_inputs(2, 5, 8, 0.5, _gen(4))
+    plain, _ = lnsim.stack_forward(x, 1)
+    dec, _ = lnsim.stack_forward(x, 1, decay=0.3)
+    i, j = torch.tril_indices(5, 5)
+    assert torch.allclose(dec[:, 0, i, j] - plain[:, 0, i, j], (-0.3 * (i - j)).to(torch.float64).expand(2, -1))
+    rope, _ = lnsim.stack_forward(x, 1, rope_base=10000.0)
+    # RoPE keeps the diagonal (a vector against itself) and changes off-diagonal scores
+    assert torch.allclose(torch.diagonal(rope[:, 0], dim1=-2, dim2=-1), torch.diagonal(plain[:, 0], dim1=-2, dim2=-1))
+    assert not torch.allclose(rope[:, 0, 4, :4], plain[:, 0, 4, :4])
+
+
+# ----------------------------------------------------------------------------- simulation
+
+
+@settings(max_examples=8, deadline=None)
+@given(sims=st.integers(1, 2600), small=st.integers(1, 3))
+def test_simulate_does_not_depend_on_the_memory_chunk(sims, small):
+    kw = dict(n=4, d=6, alpha=0.3, depth=2, sims=sims, seed=5)
+    a = lnsim.simulate(**kw, max_bytes=small)  # one block per chunk
+    b = lnsim.simulate(**kw, max_bytes=2**30)  # everything in one chunk
+    np.testing.assert_allclose(a.score_mean, b.score_mean, rtol=1e-12, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(a.slope_mean, b.slope_mean, rtol=1e-10, atol=1e-12)
+    assert a.sims == sims
+
+
+def test_simulate_summaries_agree_with_a_direct_computation():
+    r = lnsim.simulate(n=5, d=8, alpha=0.2, depth=3, sims=700, seed=1)
+    g = torch.Generator().manual_seed(1 * 1_000_003 + 0)
+    x = lnsim.sample_inputs(700, 5, 8, 0.2, g)
+    sc, at = lnsim.stack_forward(x, 3)
+    np.testing.assert_allclose(r.score_mean, sc.mean(0).numpy(), rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(r.attn_mean, at.mean(0).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(r.slope_mean, lnsim.row_slope(sc).mean(0).numpy(), rtol=1e-10)
+    np.testing.assert_allclose(r.rp_per_sim, lnsim.recency_probability(sc).mean(0).numpy())
+    rt = lnsim.SimResult.from_dict(r.to_dict())
+    np.testing.assert_allclose(rt.score_mean, r.score_mean, equal_nan=True)
+
+
+# ----------------------------------------------------------------------------- RP and slope
+
+
+def test_rp_extremes():
+    n = 6
+    j = torch.arange(n, dtype=torch.float64)
+    rec = j.expand(n, n).clone()
+    assert float(lnsim.recency_probability(rec)) == 1.0
+    assert float(lnsim.recency_probability(-rec)) == 0.0
+    assert float(lnsim.recency_probability(torch.zeros(n, n))) == 0.0  # ties never count
+    with pytest.raises(ValueError):
+        lnsim.recency_probability(torch.zeros(2, 2))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(3, 9), seed=st.integers(0, 10_000))
+def test_rp_invariances(n, seed):
+    s = torch.randn(n, n, generator=_gen(seed), dtype=torch.float64)
+    rp = float(lnsim.recency_probability(s))
+    # a row offset or an increasing map changes nothing; negation reverses every comparison
+    offset = torch.randn(n, 1, generator=_gen(seed + 1), dtype=torch.float64)
+    assert float(lnsim.recency_probability(torch.exp(s) + offset)) == pytest.approx(rp)
+    assert float(lnsim.recency_probability(-s)) == pytest.approx(1.0 - rp)
+    # entries on and above the diagonal never count
+    s2 = s.clone()
+    s2[torch.triu(torch.ones(n, n, dtype=torch.bool))] = 1e9
+    assert float(lnsim.recency_probability(s2)) == pytest.approx(rp)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(3, 9), slope=st.floats(-5, 5), seed=st.integers(0, 1000))
+def test_row_slope_recovers_a_ramp_with_row_offsets(n, slope, seed):
+    offs = torch.randn(n, 1, generator=_gen(seed), dtype=torch.float64)
+    s = slope * torch.arange(n, dtype=torch.float64).expand(n, n) + offs
+    assert float(lnsim.row_slope(s)) == pytest.approx(slope, abs=1e-9)
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+
+def test_uniform_layer_one_gives_the_sqrt_sketch():
+    n, d = 8, 64
+    zeros = torch.zeros(n, n, dtype=torch.float64).masked_fill(~torch.tril(torch.ones(n, n, dtype=torch.bool)), -math.inf)
+    s = lnsim.layer2_scores(n, d, 0.0, log_weights=zeros, finite_d=False)
+    low = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    assert torch.allclose(s[low], math.sqrt(d) * lnsim.uniform_sketch(n)[low])
+
+
+def test_paper_weights_reproduce_D_j():
+    # with alpha = 0 the Gram matrix is I: y_i . y_j / d = ((j-1) b^2 + a b) / (D_i D_j) for j < i (1-based)
+    n, d = 6, 16
+    a, b = math.exp(math.sqrt(d)), 1.0
+    D = [a + (j - 1) * b for j in range(1, n + 1)]
+    norm = [math.sqrt(a * a + (j - 1) * b * b) / D[j - 1] for j in range(1, n + 1)]
+    s = lnsim.layer2_scores(n, d, 0.0, finite_d=False)
+    for i in range(1, n + 1):
+        for j in range(1, i):
+            c = ((j - 1) * b * b + a * b) / (D[i - 1] * D[j - 1]) / (norm[i - 1] * norm[j - 1])
+            assert float(s[i - 1, j - 1]) == pytest.approx(math.sqrt(d) * c, rel=1e-12)
+
+
+def test_without_layernorm_layer_two_is_flat_in_j():
+    n, d = 10, 64
+    s = lnsim.layer2_scores(n, d, 0.0, layernorm=False)
+    for i in range(1, n):
+        expected = 1.0 / (math.sqrt(d) * (math.exp(1 / math.sqrt(d)) + i))
+        assert torch.allclose(s[i, :i], torch.full((i,), expected, dtype=torch.float64))
+
+
+@settings(max_examples=25, deadline=None)
+@given(alpha=st.floats(0.0, 0.9), d=st.integers(4, 400), residual=st.booleans(), finite=st.booleans())
+def test_layernorm_closed_form_is_recent_biased(alpha, d, residual, finite):
+    s = lnsim.layer2_scores(10, d, alpha, residual=residual, finite_d=finite)
+    assert torch.allclose(torch.diagonal(s), torch.full((10,), math.sqrt(d), dtype=torch.float64))
+    steps = torch.diff(torch.nan_to_num(torch.tril(s, -1)), dim=1)
+    for i in range(2, 10):
+        assert (steps[i, : i - 1] >= 0).all()  # non-decreasing in j for j < i (strict up to round-off)
+    assert float(lnsim.row_slope(s)) > 0 or alpha == 0.0 and d > 200
+
+
+def test_residual_weakens_the_closed_form_recency():
+    for alpha in (0.2, 0.5, 0.8):
+        plain = float(lnsim.row_slope(lnsim.layer2_scores(10, 64, alpha)))
+        res = float(lnsim.row_slope(lnsim.layer2_scores(10, 64, alpha, residual=True)))
+        assert 0 < res < plain
+
+
+def test_layer1_moments_match_sampling():
+    for alpha in (0.0, 0.5):
+        x = lnsim.sample_inputs(20000, 2, 64, alpha, _gen(9))
+        h = lnsim.layer_norm(x)
+        s = (h[:, 0] * h[:, 1]).sum(-1) / 8.0
+        m, v = lnsim.layer1_offdiag_moments(64, alpha)
+        assert float(s.mean()) == pytest.approx(m, abs=4 * math.sqrt(v / 20000) + 1e-3)
+        assert float(s.var()) == pytest.approx(v, rel=0.1)
+
+
+def test_no_layernorm_closed_form_matches_a_small_monte_carlo():
+    r = lnsim.simulate(n=8, d=64, alpha=0.0, depth=2, sims=4000, layernorm=False, seed=3)
+    pred = lnsim.layer2_scores(8, 64, 0.0, layernorm=False).numpy()
+    low = np.tril(np.ones((8, 8), dtype=bool), -1)
+    err = np.abs(r.score_mean[1] - pred)[low]
+    assert (err <= 0.5 / 64 * np.abs(pred[low]) + 4 * r.score_se[1][low]).all()
