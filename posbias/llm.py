@@ -351,18 +351,24 @@ def kv_example(n_pairs: int, gold: int, seed: int, n_hex: int = 8) -> KVExample:
 
 
 def kv_prompt(ex: KVExample, tokenizer=None) -> str:
-    """The prompt text: instruction, JSON object, question; in the chat template when ``tokenizer`` has one."""
+    """The prompt text: instruction, JSON object, question (Liu et al.'s wording), then the start of
+    the answer up to the opening quote of the value, so the next tokens are the value itself.
+
+    In the chat template when ``tokenizer`` has one (the answer prefix opens the assistant turn).
+    """
     body = json.dumps(dict(ex.pairs), indent=None)
     user = ("Extract the value corresponding to the specified key in the JSON object below.\n\n"
             f"JSON data:\n{body}\n\nKey: \"{ex.key}\"\nCorresponding value:")
+    answer = f'The value corresponding to the key "{ex.key}" is "'
     if tokenizer is not None and getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
+        head = tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
                                              add_generation_prompt=True)
-    return user + " "
+        return head + answer
+    return user + "\n" + answer
 
 
 @torch.no_grad()
-def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int = 12) -> dict:
+def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int = 10) -> dict:
     """Score one example: greedy answer, whether it is right, which pair it copied, log p(value).
 
     Returns ``{"correct", "copied" (index of the pair whose value the answer starts with, -1 for
@@ -378,24 +384,29 @@ def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int = 12) -> dict:
     gen = model.generate(p_ids, attention_mask=torch.ones_like(p_ids), max_new_tokens=max_new_tokens,
                          do_sample=False, pad_token_id=tokenizer.eos_token_id)
     answer = tokenizer.decode(gen[0, p_ids.shape[1]:], skip_special_tokens=True)
-    return {"correct": ex.value in answer[: len(ex.value) + 4], "copied": copied_pair(ex, answer),
+    return {"correct": answer.startswith(ex.value), "copied": copied_pair(ex, answer),
             "logp": logp, "answer": answer}
 
 
-def copied_pair(ex: KVExample, answer: str) -> int:
-    """Index of the pair whose value the answer reproduces (first match in the answer's text).
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
-    ``-2`` when the answer reproduces a key and no value, ``-1`` when it reproduces neither.
+
+def copied_pair(ex: KVExample, answer: str, min_chars: int = 4) -> int:
+    """Index of the pair whose value the answer starts with (longest common prefix, at least
+    ``min_chars`` characters, ties to the earlier pair).
+
+    ``-2`` when the answer instead starts like one of the keys, ``-1`` when it matches neither.
     """
-    text = answer.strip().strip('"').strip()
-    best, where = -1, len(text) + 1
-    for i, (_, v) in enumerate(ex.pairs):
-        j = text.find(v)
-        if 0 <= j < where:
-            best, where = i, j
-    if best >= 0:
-        return best
-    return -2 if any(k in text for k, _ in ex.pairs) else -1
+    text = answer.strip().lstrip('"')
+    vals = [_common_prefix(text, v) for _, v in ex.pairs]
+    keys = [_common_prefix(text, k) for k, _ in ex.pairs]
+    if max(vals) >= min_chars and max(vals) >= max(keys):
+        return vals.index(max(vals))
+    return -2 if max(keys) >= min_chars else -1
 
 
 # ---------------------------------------------------------------------------------------------

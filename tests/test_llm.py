@@ -154,7 +154,7 @@ def test_kv_example_places_the_evidence(n, data):
     prompt = llm.kv_prompt(ex)
     obj = json.loads(prompt[prompt.index("{"): prompt.index("}") + 1])
     assert list(obj.items()) == list(ex.pairs)              # order preserved: gold is item `gold`
-    assert prompt.rstrip().endswith("Corresponding value:")
+    assert prompt.endswith(f'The value corresponding to the key "{ex.key}" is "')
     assert f'Key: "{ex.key}"' in prompt
 
 
@@ -167,7 +167,8 @@ def test_kv_example_is_deterministic_and_checked():
 def test_copied_pair():
     ex = llm.kv_example(4, 1, seed=0)
     assert llm.copied_pair(ex, ' "' + ex.pairs[3][1] + '"') == 3
-    assert llm.copied_pair(ex, ex.value + " and more") == 1
+    assert llm.copied_pair(ex, ex.value + '" and more') == 1
+    assert llm.copied_pair(ex, ex.pairs[2][1][:5]) == 2            # truncated answer, prefix match
     assert llm.copied_pair(ex, ex.pairs[0][0]) == -2
     assert llm.copied_pair(ex, "no idea") == -1
 
