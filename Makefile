@@ -10,7 +10,6 @@ STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export MPLBACKEND := Agg
-export SOURCE_DATE_EPOCH ?= 0
 
 .PHONY: all install book test test-fast pdf chromium check-data clean distclean
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from .provenance import ROOT, canonical_json, git_state
+from .provenance import ROOT, canonical_json, git_state, source_date_epoch
 
 __all__ = ["EXECUTED", "toc_chapters", "run_all", "write_generated_pages", "jupyter_book", "build"]
 
@@ -99,7 +99,7 @@ def write_generated_pages(chapters: list[str], profile: str) -> None:
 def jupyter_book(builder: str = "html") -> int:
     exe = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(exe), "build", str(ROOT), "--builder", builder, "-W", "-n", "--keep-going"]
-    env = dict(os.environ, SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "0"), PYTHONHASHSEED="0")
+    env = dict(os.environ, SOURCE_DATE_EPOCH=source_date_epoch(), PYTHONHASHSEED="0")
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 

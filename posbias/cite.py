@@ -94,7 +94,7 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
         lines.append(f"| [{cid}](./{cid}/{cid}.ipynb) | {res['profile']} | {res['status']} | {ok}/{len(checks)} | "
                      f"{prov['wall_seconds']} | {prov.get('device', '')} | {data} |")
         detail += [f"## {cid}", ""] + [
-            f"- {'✅' if c['passed'] else '❌'} `{c['name']}`: {c['claim']}" for c in checks] + [""]
+            f"- {'{bdg-success}`pass`' if c['passed'] else '{bdg-danger}`FAIL`'} `{c['name']}`: {c['claim']}" for c in checks] + [""]
     return "\n".join(lines + ["", "## Checks, chapter by chapter", ""] + [
         ln.replace("## ", "### ", 1) if ln.startswith("## ") else ln for ln in detail]) + "\n"
 

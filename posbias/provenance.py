@@ -97,3 +97,15 @@ def collect(*, started: str | None = None, wall_seconds: float | None = None, se
         "wall_seconds": wall_seconds,
         "seeds": seeds or [],
     }
+
+
+def source_date_epoch(root: Path = ROOT) -> str:
+    """``SOURCE_DATE_EPOCH`` if set, else the commit time of HEAD: fixed for a commit, so builds repeat."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return os.environ["SOURCE_DATE_EPOCH"]
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%ct"], cwd=root, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return out or "1767225600"  # 2026-01-01, for trees exported without git

@@ -55,6 +55,8 @@ def _display_markdown(text: str) -> None:
 
 
 def _short(v: Any) -> str:
+    if isinstance(v, dict):
+        return "; ".join(f"{k} = {_short(x)}" for k, x in v.items())
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, (list, tuple)) and len(v) > 6:
@@ -64,7 +66,7 @@ def _short(v: Any) -> str:
     return str(v)
 
 
-def check(name: str, claim: str, value: Any, expected: Any, passed: bool) -> bool:
+def check(name: str, claim: str, value: Any, expected: Any, passed: bool) -> None:
     """Record a numerical check and show a pass/fail line.
 
     ``value`` is what was measured, ``expected`` what the derivation predicts (a number, a bound such
@@ -78,9 +80,8 @@ def check(name: str, claim: str, value: Any, expected: Any, passed: bool) -> boo
              "expected": to_jsonable(expected)}
     _RECORD["checks"].append(entry)
     _flush()
-    mark = "✅ **PASS**" if passed else "❌ **FAIL**"
+    mark = "{bdg-success}`PASS`" if passed else "{bdg-danger}`FAIL`"
     _display_markdown(f"{mark} `{name}`: {claim}. Measured {_short(entry['value'])}; expected {_short(entry['expected'])}.")
-    return passed
 
 
 def value(name: str, v: Any, display: bool = False) -> Any:

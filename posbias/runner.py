@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .chapters import Chapter, ParamError, get_chapter
-from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes
+from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, source_date_epoch
 from .store import atomic_write_text
 
 __all__ = ["RunResult", "run_chapter", "default_out", "EXIT_OK", "EXIT_RAISED", "EXIT_BAD_INPUT", "EXIT_CHECK_FAILED"]
@@ -115,7 +115,7 @@ def run_chapter(
         "POSBIAS_PARAMS": canonical_json(params),
         "POSBIAS_DEVICE": dev,
         "POSBIAS_WRITE_DATA": "1" if write_data else "0",
-        "SOURCE_DATE_EPOCH": os.environ.get("SOURCE_DATE_EPOCH", "0"),
+        "SOURCE_DATE_EPOCH": source_date_epoch(),
         "PYTHONHASHSEED": "0",
         "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning"),
     }

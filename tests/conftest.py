@@ -25,8 +25,11 @@ def smoke_book(tmp_path_factory) -> dict:
     tree = tmp_path_factory.mktemp("book") / "posbias"
     shutil.copytree(ROOT, tree, ignore=IGNORE)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    from posbias.provenance import source_date_epoch
+
     env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_GIT_COMMIT=commit or "unknown",
-               POSBIAS_CACHE=str(tree / ".cache"), SOURCE_DATE_EPOCH="0", MPLBACKEND="Agg")
+               SOURCE_DATE_EPOCH=source_date_epoch(ROOT),
+               POSBIAS_CACHE=str(tree / ".cache"), MPLBACKEND="Agg")
     t0 = time.perf_counter()
     proc = subprocess.run(posbias_cmd("build", "--profile", "smoke", "--jobs", "2"), cwd=tree, env=env,
                           capture_output=True, text=True)

@@ -69,4 +69,11 @@ def test_no_raw_errors_in_html(smoke_book):
     for page in smoke_book["html"].rglob("*.html"):
         text = page.read_text(errors="replace")
         assert "Traceback (most recent call last)" not in text, page
-        assert not re.search(r"\bFAIL\b</strong>", text), page
+        assert not re.search(r"sd-bg-danger[^>]*>\s*FAIL", text), page
+
+
+def test_checks_render_as_badges_and_footer_boxes(smoke_book):
+    page = (smoke_book["html"] / "book" / "_executed" / "wu-thm-4-1" / "wu-thm-4-1.html").read_text()
+    assert re.search(r"sd-bg-success[^>]*>\s*PASS", page)
+    assert "Re-run this chapter" in page and "Cite this figure" in page
+    assert "posbias run wu-thm-4-1" in page
