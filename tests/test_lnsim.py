@@ -211,3 +211,16 @@ def test_no_layernorm_closed_form_matches_a_small_monte_carlo():
     low = np.tril(np.ones((8, 8), dtype=bool), -1)
     err = np.abs(r.score_mean[1] - pred)[low]
     assert (err <= 0.5 / 64 * np.abs(pred[low]) + 4 * r.score_se[1][low]).all()
+
+
+def test_noln_mean_field_layer_two_is_the_closed_form():
+    for alpha, res in ((0.0, False), (0.5, True)):
+        mf = lnsim.noln_mean_field(7, 32, alpha, 3, residual=res)
+        cf = lnsim.layer2_scores(7, 32, alpha, layernorm=False, residual=res)
+        np.testing.assert_allclose(mf[1].numpy(), cf.numpy(), rtol=1e-12, equal_nan=True)
+
+
+def test_noln_mean_field_turns_to_early_tokens_with_depth():
+    mf = lnsim.noln_mean_field(10, 64, 0.0, 4)
+    assert float(lnsim.row_slope(mf[1])) == pytest.approx(0.0, abs=1e-15)
+    assert float(lnsim.row_slope(mf[2])) < 0 and float(lnsim.row_slope(mf[3])) < 0
