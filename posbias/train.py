@@ -94,7 +94,7 @@ def _save(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float = 180.0,
+def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float = 60.0,
                 progress: bool = True, threads: int | None = None,
                 autocast_bf16: bool = False) -> list[dict[str, Any]]:
     """Train ``units`` (all of one :meth:`Unit.shape_key`) as one ensemble; one result dict per unit.
@@ -277,6 +277,12 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     by_shape: dict[tuple, list[Unit]] = {}
     for u in missing:
         by_shape.setdefault(u.shape_key(), []).append(u)
+
+    def _store(u: Unit) -> dict[str, Any]:
+        compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress)[0])
+        return store.cached(UNIT_EXPERIMENT, u.params(), compute, version=VERSION, seeds=[u.seed],
+                            device=str(device()) if device().type != "cpu" else None)
+
     for shape, us in by_shape.items():
         for lo in range(0, len(us), max_members):
             part = us[lo:lo + max_members]
@@ -284,11 +290,6 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
             log(f"{experiment}: training {len(part)} units of depth {shape[0]} for {shape[1]} steps")
             for u, r in zip(part, train_units(part, checkpoint_dir=ck, progress=progress)):
                 fresh[u] = r
+                _store(u)       # at once: a later interruption keeps this group's units
 
-    def compute(u: Unit) -> Callable[[], dict[str, Any]]:
-        return lambda: fresh[u] if u in fresh else train_units([u], progress=progress)[0]
-
-    return {label: [store.cached(UNIT_EXPERIMENT, u.params(), compute(u), version=VERSION, seeds=[u.seed],
-                                 device=str(device()) if device().type != "cpu" else None)
-                    for u in us]
-            for label, us in groups.items()}
+    return {label: [_store(u) for u in us] for label, us in groups.items()}

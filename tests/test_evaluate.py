@@ -45,3 +45,13 @@ def test_accuracy_of_an_untrained_net_is_near_chance():
     net = EnsembleNet([MemberConfig()], [0], 2)
     a = accuracy(net, [make_task(0, cfg)], ts)
     assert a.shape == (1,) and 0 <= a.item() < 0.2
+
+
+def test_verdict_and_standard_error():
+    from posbias.evaluate import claim, seed_mean_se, verdict
+    m, se = seed_mean_se([0.2, 0.2], n_test=1000)
+    assert m == 0.2 and abs(se - (0.5 / 1000 / 2) ** 0.5) < 1e-12      # no seed spread: binomial part only
+    assert verdict(0.2, 0.05) == "reproduced" and verdict(-0.2, 0.05) == "contradicted"
+    assert verdict(0.05, 0.05) == "inconclusive" and verdict(-0.2, 0.05, sign=-1) == "reproduced"
+    row = claim("x", "positive", [0.3, 0.1], 10000)
+    assert row["verdict"] == "reproduced" and abs(row["mean"] - 0.2) < 1e-12
