@@ -53,5 +53,5 @@ def test_verdict_and_standard_error():
     assert m == 0.2 and abs(se - (0.5 / 1000 / 2) ** 0.5) < 1e-12      # no seed spread: binomial part only
     assert verdict(0.2, 0.05) == "reproduced" and verdict(-0.2, 0.05) == "contradicted"
     assert verdict(0.05, 0.05) == "inconclusive" and verdict(-0.2, 0.05, sign=-1) == "reproduced"
-    row = claim("x", "positive", [0.3, 0.1], 10000)
+    row = claim("x", "positive", [0.25, 0.15], 10000)
     assert row["verdict"] == "reproduced" and abs(row["mean"] - 0.2) < 1e-12
