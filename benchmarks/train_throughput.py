@@ -78,6 +78,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--bf16-gaps", type=int, default=0, metavar="STEPS",
+                    help="also train the depth-2 Figure 2 units for STEPS iterations under bf16 autocast and compare "
+                         "their gaps with the fp32 runs of the default profile (loaded from data/ when present)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     peak = matmul_peak(torch.float32)
@@ -112,6 +115,23 @@ def main() -> None:
     print(f"Figure 2 at paper settings (100,000 steps, 5 seeds, 3 x {len(a.depths)} configs): "
           f"{fig2_seconds / 3600:.2f} h on {a.threads} thread(s); about {fig2_seconds / 7200:.2f} h with the "
           f"depth groups split over two cores")
+    if a.bf16_gaps:
+        from posbias import train
+
+        settings = {**train.PROFILES["default"], "steps": a.bf16_gaps}
+        fp32 = train.run_campaign("wu-fig-2", "default", progress=False, depths=[2], **{k: v for k, v in settings.items()})
+        units = [u for us in train.campaign_units("wu-fig-2", **settings, depths=[2]).values() for u in us]
+        t = time.perf_counter()
+        bf = train.train_units(units, progress=False, autocast_bf16=True)
+        out["bf16_gaps"] = []
+        for u, r in zip(units, bf):
+            ref = next(x for xs in fp32.values() for x in xs if x["params"] == u.params())
+            row = {"config": f"{u.config.mask}/{u.config.pe}", "seed": u.seed,
+                   "fp32": ref["gaps"], "bf16": r["gaps"]}
+            out["bf16_gaps"].append(row)
+            print(f"{row['config']:12s} seed {u.seed}: " + ", ".join(
+                f"{k} fp32 {ref['gaps'][k]:+.3f} bf16 {r['gaps'][k]:+.3f}" for k in ref["gaps"]))
+        out["bf16_gaps_train_seconds"] = time.perf_counter() - t
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
