@@ -26,6 +26,7 @@ import torch
 
 from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
+from posbias.rollout import rollout
 
 __all__ = [
     "LN_EPS",
@@ -50,6 +51,7 @@ __all__ = [
     "plot_score_map",
     "noln_mean_field",
     "compare_increments",
+    "rope_layer1_scores",
 ]
 
 LN_EPS = 1e-12
@@ -123,7 +125,9 @@ class SimResult:
     diagonal); ``attn_mean``: mean attention weights; ``rp_per_sim``: per layer, the mean over
     simulations of the recency probability of each simulation's own score matrix;
     ``slope_mean``/``slope_var``: per layer ``(T,)``, mean and variance over simulations of the
-    within-row slope of score against key position (:func:`row_slope`).
+    within-row slope of score against key position (:func:`row_slope`); ``first_mass``: ``(T, n)``, the
+    mean over simulations of the cumulative context ``P(t)_{i1}`` (attention rollout, no residual term):
+    how much of token ``i``'s layer-``t`` representation comes from position 1.
     """
 
     score_mean: np.ndarray
@@ -132,6 +136,7 @@ class SimResult:
     rp_per_sim: np.ndarray
     slope_mean: np.ndarray
     slope_var: np.ndarray
+    first_mass: np.ndarray
     sims: int
 
     @property
@@ -154,7 +159,12 @@ class SimResult:
 
     @classmethod
     def from_dict(cls, dct: dict) -> "SimResult":
-        return cls(**{k: (np.asarray(v, dtype=float) if k != "sims" else int(v)) for k, v in dct.items()})
+        """Inverse of :meth:`to_dict`. Results stored before ``first_mass`` existed get it as NaN."""
+        out = {k: (np.asarray(v, dtype=float) if k != "sims" else int(v)) for k, v in dct.items()}
+        if "first_mass" not in out:
+            t, n = out["score_mean"].shape[:2]
+            out["first_mass"] = np.full((t, n), np.nan)
+        return cls(**out)
 
 
 def simulate(
@@ -188,6 +198,7 @@ def simulate(
     acc_rp = torch.zeros(depth, dtype=torch.float64)
     acc_b = torch.zeros(depth, dtype=torch.float64)
     acc_b2 = torch.zeros(depth, dtype=torch.float64)
+    acc_p = torch.zeros(depth, n, dtype=torch.float64)
     contrast = slope_contrast(n)
     for b0 in range(0, n_blocks, blocks_per_chunk):
         xs = []
@@ -203,13 +214,14 @@ def simulate(
         slopes = (torch.nan_to_num(sc) * contrast).sum((-1, -2))
         acc_b += slopes.sum(0)
         acc_b2 += (slopes * slopes).sum(0)
+        acc_p += rollout(at)[..., 0].sum(0)
 
     def mean_var(s1: torch.Tensor, s2: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         m = s1 / sims
         return m.numpy(), ((s2 / sims - m**2).clamp(min=0.0) * sims / max(sims - 1, 1)).numpy()
 
     (sm, sv), (bm, bv) = mean_var(acc_s, acc_s2), mean_var(acc_b, acc_b2)
-    return SimResult(sm, sv, (acc_a / sims).numpy(), (acc_rp / sims).numpy(), bm, bv, sims)
+    return SimResult(sm, sv, (acc_a / sims).numpy(), (acc_rp / sims).numpy(), bm, bv, (acc_p / sims).numpy(), sims)
 
 
 def _triples(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -374,12 +386,21 @@ def cached_simulate(version: int = 1, **params) -> SimResult:
     return SimResult.from_dict(store.cached("kim-sim", full, compute, version=version, seeds=[full["seed"]]))
 
 
-def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None = None, cmap: str = "viridis"):
-    """Draw a mean score map ``(n, n)`` with the masked triangle blank and RP in the corner; returns the image."""
+def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None = None, cmap: str = "viridis",
+                   offdiag_scale: bool = True):
+    """Draw a mean score map ``(n, n)`` with the masked triangle blank and RP in the corner; returns the image.
+
+    With ``offdiag_scale`` the colour range is that of the strictly-lower entries (the diagonal, often
+    far larger, saturates), so the structure along each row stays visible.
+    """
     s = np.asarray(scores, dtype=float)
     n = s.shape[-1]
     shown = np.ma.masked_invalid(np.where(np.triu(np.ones((n, n), dtype=bool), 1), np.nan, s))
-    im = ax.imshow(shown, cmap=cmap, extent=(0.5, n + 0.5, n + 0.5, 0.5))
+    lim = {}
+    if offdiag_scale and n > 1:
+        off = s[np.tril_indices(n, -1)]
+        lim = dict(vmin=float(np.nanmin(off)), vmax=float(np.nanmax(off)))
+    im = ax.imshow(shown, cmap=cmap, extent=(0.5, n + 0.5, n + 0.5, 0.5), **lim)
     ax.grid(False)
     ax.set_xticks([1, n]); ax.set_yticks([1, n])
     if title:
@@ -432,3 +453,17 @@ def compare_increments(res: SimResult, d: int, alpha: float, *, residual: bool =
     tol = 2.0 / math.sqrt(d) + expansion_parameter(n, d, alpha)
     excess = float((np.abs(mc - pred) - (tol * np.abs(pred) + n_se * se)).max())
     return dict(mc=mc, pred=pred, paper=paper, se=se, tol=tol, excess=excess)
+
+
+def rope_layer1_scores(n: int, d: int, alpha: float, base: float = 10000.0) -> torch.Tensor:
+    """Mean layer-1 LN scores with RoPE on queries and keys, ``(n, n)`` (NaN above the diagonal), large ``d``.
+
+    ``h_i = sqrt(1-alpha) z_i + sqrt(alpha) u`` (norm ``sqrt d``); only the shared part survives the mean of
+    ``h_i . R_{(i-j) theta} h_j``, and a rotation by angle ``phi`` of a random pair keeps ``cos(phi)`` of its
+    squared length, so ``E s_ij = alpha sqrt(d) mean_p cos((i - j) theta_p)`` off the diagonal, ``sqrt(d)`` on it.
+    """
+    ang = rope_angles(n, d, base)  # (n, d/2): pos * theta_p
+    rel = torch.cos(ang[:, None, :] - ang[None, :, :]).mean(-1)  # (n, n)
+    s = alpha * math.sqrt(d) * rel
+    s.fill_diagonal_(math.sqrt(d))
+    return s.masked_fill(~causal_mask(n), float("nan"))

@@ -224,3 +224,22 @@ def test_noln_mean_field_turns_to_early_tokens_with_depth():
     mf = lnsim.noln_mean_field(10, 64, 0.0, 4)
     assert float(lnsim.row_slope(mf[1])) == pytest.approx(0.0, abs=1e-15)
     assert float(lnsim.row_slope(mf[2])) < 0 and float(lnsim.row_slope(mf[3])) < 0
+
+
+def test_first_mass_is_the_mean_rollout_column():
+    from posbias.rollout import rollout
+
+    r = lnsim.simulate(n=5, d=8, alpha=0.3, depth=3, sims=300, seed=2, layernorm=False)
+    x = lnsim.sample_inputs(300, 5, 8, 0.3, torch.Generator().manual_seed(2 * 1_000_003))
+    _, at = lnsim.stack_forward(x, 3, layernorm=False)
+    np.testing.assert_allclose(r.first_mass, rollout(at)[..., 0].mean(0).numpy(), rtol=1e-12)
+    assert np.allclose(r.first_mass[:, 0], 1.0)  # token 1 only sees itself
+    legacy = {k: v for k, v in r.to_dict().items() if k != "first_mass"}
+    assert np.isnan(lnsim.SimResult.from_dict(legacy).first_mass).all()
+
+
+def test_rope_layer1_closed_form_matches_sampling():
+    r = lnsim.simulate(n=6, d=64, alpha=0.5, depth=1, sims=4000, rope_base=100.0, seed=4)
+    pred = lnsim.rope_layer1_scores(6, 64, 0.5, 100.0).numpy()
+    low = np.tril(np.ones((6, 6), dtype=bool))
+    assert (np.abs(r.score_mean[0] - pred)[low] <= np.abs(pred[low]) / 8 + 4.5 * r.score_se[0][low]).all()
