@@ -86,8 +86,8 @@ def check(name: str, claim: str, value: Any, expected: Any, passed: bool) -> Non
 
 def value(name: str, v: Any, display: bool = False) -> Any:
     """Record a number for ``results.json`` and glue it for the prose (``{glue:text}`name```)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        pass  # recorded as-is; JSON keeps NaN/inf
+    if getattr(v, "ndim", None) == 0 and hasattr(v, "item"):
+        v = v.item()  # numpy/torch scalars glue as plain numbers, so {glue:text}`name:.3f` formats them
     _RECORD["values"][name] = to_jsonable(v)
     _flush()
     if _in_notebook():
