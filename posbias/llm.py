@@ -46,6 +46,7 @@ __all__ = [
     "with_special",
     "sink_survey",
     "rollout_survey",
+    "sink_chapter",
 ]
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -477,4 +478,34 @@ def rollout_survey(model, tokenizer, n_tokens: int, batch: int, seed: int = 0) -
             p1 = rollout(uniform_causal(n, n_layers), residual=res)[..., 0]
             out[f"{name}_{tag}_mean"] = p1.mean(-1).tolist()
             out[f"{name}_{tag}_min"] = p1.amin(-1).tolist()
+    return out
+
+
+def sink_chapter(lengths: list[int], batch: int, eps: float, n_rollout: int, rollout_batch: int,
+                 seed: int) -> dict:
+    """Every measurement of the ``sinks-real-decoder`` chapter (stored under that name).
+
+    ``{"decoder": {"<kind>-<n>": sink_survey}, "encoder": {...}, "rollout": rollout_survey,
+    "wall_s", "peak_rss_mb"}``; decoder kinds are natural, random, repeated, and natural/repeated
+    with ``<|endoftext|>`` or ``<|im_start|>`` as the first token.
+    """
+    import resource
+    import time
+
+    t0 = time.perf_counter()
+    dec, dtok = load_decoder()
+    enc, etok = load_encoder()
+    out: dict = {"decoder": {}, "encoder": {}}
+    for n in lengths:
+        for kind in ("natural", "random", "repeated"):
+            out["decoder"][f"{kind}-{n}"] = sink_survey(dec, dtok, kind, n, batch, seed=seed, eps=eps)
+            out["encoder"][f"{kind}-{n}"] = sink_survey(enc, etok, kind, n, batch, seed=seed, eps=eps, causal=False)
+        for name in ("endoftext", "im_start"):
+            tid = dtok.convert_tokens_to_ids(f"<|{name}|>")
+            for kind in ("natural", "repeated"):
+                out["decoder"][f"{kind}+{name}-{n}"] = sink_survey(dec, dtok, kind, n, batch, seed=seed,
+                                                                   eps=eps, prefix=[tid])
+    out["rollout"] = rollout_survey(dec, dtok, n_rollout, rollout_batch, seed=seed)
+    out["wall_s"] = time.perf_counter() - t0
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
