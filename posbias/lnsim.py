@@ -410,20 +410,23 @@ def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None 
     return im
 
 
-def noln_mean_field(n: int, d: int, alpha: float = 0.0, depth: int = 4, *, residual: bool = False) -> torch.Tensor:
+def noln_mean_field(n: int, d: int, alpha: float = 0.0, depth: int = 4, *, residual: bool = False,
+                    decay: float | None = None) -> torch.Tensor:
     """Deterministic layer-by-layer scores of the stack without LayerNorm, ``(T, n, n)`` (NaN above the diagonal).
 
     Without LayerNorm the scores are ``O(1/sqrt d)``, so a softmax weight barely depends on its score's
     ``O(1/d)`` fluctuation and the Gram matrix ``C = E x x^T`` can be propagated as if deterministic:
     ``C^1 = l^2 + I``, scores ``C^t / sqrt(d)``, ``W^t = softmax_causal(scores)``, and
     ``C^{t+1} = (W^t + r I) C^t (W^t + r I)^T`` with ``r = 1`` for the residual, else 0.
-    Layer 2 of this recursion is :func:`layer2_scores` with ``layernorm=False``.
+    Layer 2 of this recursion is :func:`layer2_scores` with ``layernorm=False``. ``decay`` adds the
+    deterministic bias ``-m (i - j)`` to every layer's scores.
     """
     mask = causal_mask(n)
     c = alpha_to_l(alpha) ** 2 + torch.eye(n, dtype=torch.float64)
+    bias = decay_bias(n, decay) if decay else torch.zeros(n, n, dtype=torch.float64)
     out = torch.empty(depth, n, n, dtype=torch.float64)
     for t in range(depth):
-        s = c / math.sqrt(d)
+        s = c / math.sqrt(d) + bias
         out[t] = s.masked_fill(~mask, float("nan"))
         w = masked_softmax(s, mask)
         if residual:
@@ -438,8 +441,11 @@ def compare_increments(res: SimResult, d: int, alpha: float, *, residual: bool =
 
     The closed form is :func:`layer2_scores` times ``factor``; the tolerance is
     ``tol(d) = 2/sqrt(d) + expansion_parameter`` relative, plus ``n_se`` standard errors (the SE of a
-    difference bounded by the sum of the two SEs). Returns arrays ``mc``, ``pred``, ``paper``, ``se``
-    ``(n-2,)`` and ``tol`` and ``excess`` (largest ``|mc - pred| - allowed``; <= 0 passes).
+    difference bounded by the sum of the two SEs). The pooled within-row slope (:func:`row_slope`, with
+    its own, much smaller, SE) is compared with the same relative tolerance. Returns arrays ``mc``,
+    ``pred``, ``paper``, ``se`` ``(n-2,)``, the slopes ``slope_mc``, ``slope_se``, ``slope_pred``,
+    ``slope_paper``, ``tol``, and ``excess``: the largest ``|measured - predicted| - allowed`` over the
+    increments and the slope (<= 0 passes).
     """
     n = res.score_mean.shape[-1]
 
@@ -452,7 +458,12 @@ def compare_increments(res: SimResult, d: int, alpha: float, *, residual: bool =
     se = np.array([res.score_se[1][i, i - 1] + res.score_se[1][i, 0] for i in range(2, n)])
     tol = 2.0 / math.sqrt(d) + expansion_parameter(n, d, alpha)
     excess = float((np.abs(mc - pred) - (tol * np.abs(pred) + n_se * se)).max())
-    return dict(mc=mc, pred=pred, paper=paper, se=se, tol=tol, excess=excess)
+    slope_mc, slope_se = float(res.slope_mean[1]), float(res.slope_se[1])
+    slope_pred = factor * layer2_slope(n, d, alpha, residual=residual)
+    slope_paper = layer2_slope(n, d, alpha, residual=residual, finite_d=False)
+    slope_excess = abs(slope_mc - slope_pred) - (tol * abs(slope_pred) + n_se * slope_se)
+    return dict(mc=mc, pred=pred, paper=paper, se=se, tol=tol, excess=max(excess, slope_excess),
+                slope_mc=slope_mc, slope_se=slope_se, slope_pred=slope_pred, slope_paper=slope_paper)
 
 
 def rope_layer1_scores(n: int, d: int, alpha: float, base: float = 10000.0) -> torch.Tensor:

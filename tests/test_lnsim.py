@@ -243,3 +243,12 @@ def test_rope_layer1_closed_form_matches_sampling():
     pred = lnsim.rope_layer1_scores(6, 64, 0.5, 100.0).numpy()
     low = np.tril(np.ones((6, 6), dtype=bool))
     assert (np.abs(r.score_mean[0] - pred)[low] <= np.abs(pred[low]) / 8 + 4.5 * r.score_se[0][low]).all()
+
+
+def test_noln_mean_field_with_decay_adds_the_bias_at_layer_one():
+    from posbias.attention import decay_bias
+
+    plain = lnsim.noln_mean_field(6, 16, 0.0, 2)
+    dec = lnsim.noln_mean_field(6, 16, 0.0, 2, decay=0.4)
+    low = torch.tril(torch.ones(6, 6, dtype=torch.bool))
+    assert torch.allclose((dec[0] - plain[0])[low], decay_bias(6, 0.4)[low])
