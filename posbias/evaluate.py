@@ -11,7 +11,7 @@ from .model import EnsembleNet
 from .task import IC_PAIRS, Task, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
-           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim"]
+           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "still_learning"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -136,3 +136,16 @@ def claim(name: str, text: str, per_seed, n_test: int, sign: int = 1, n_acc: int
     difference of gaps), which sets the binomial part of the error."""
     mean, se = seed_mean_se(per_seed, n_test * 2 // n_acc)
     return {"name": name, "claim": text, "mean": mean, "se": se, "verdict": verdict(mean, se, sign)}
+
+
+def still_learning(units: list[dict], n_test: int) -> dict:
+    """Is the mean accuracy over the six IC sets still rising at the end of training?
+
+    Compares the last evaluation with the one before, per seed; a ``reproduced`` verdict means the
+    networks were still improving by more than two standard errors when training stopped.
+    """
+    names = [n for n in units[0]["curves"] if n.startswith("IC_")]
+    acc = torch.stack([stack(units, "curves", n) for n in names]).mean(0)      # (seeds, evals)
+    if acc.shape[1] < 2:
+        return {"name": "still-learning", "claim": "", "mean": 0.0, "se": 0.0, "verdict": "inconclusive"}
+    return claim("still-learning", "accuracy still rising at the end", acc[:, -1] - acc[:, -2], n_test * len(names))
