@@ -55,3 +55,12 @@ def test_verdict_and_standard_error():
     assert verdict(0.05, 0.05) == "inconclusive" and verdict(-0.2, 0.05, sign=-1) == "reproduced"
     row = claim("x", "positive", [0.25, 0.15], 10000)
     assert row["verdict"] == "reproduced" and abs(row["mean"] - 0.2) < 1e-12
+
+
+def test_still_learning_detects_rising_accuracy():
+    from posbias.evaluate import still_learning
+    names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+    rising = [{"curves": {"step": [0, 1, 2], **{n: [0.1, 0.3, 0.6] for n in names}}} for _ in range(2)]
+    flat = [{"curves": {"step": [0, 1, 2], **{n: [0.1, 0.6, 0.6] for n in names}}} for _ in range(2)]
+    assert still_learning(rising, 1000)["verdict"] == "reproduced"
+    assert still_learning(flat, 1000)["verdict"] == "inconclusive"
