@@ -101,7 +101,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
 
     Every ``eval_every`` steps (and at the end) the six ``IC`` accuracies are measured on the fixed
     test sets. With ``checkpoint_dir`` the state is saved every ``checkpoint_seconds`` and a
-    stopped run resumes from it. ``autocast_bf16`` runs the forward pass under bfloat16 autocast
+    stopped run resumes from it. ``curves["loss"]`` holds the mean training loss over each interval
+    (its first entry, at step 0, is 0: no step yet). ``autocast_bf16`` runs the forward pass under bfloat16 autocast
     (an experiment: results then differ from fp32).
     """
     if len({u.shape_key() for u in units}) != 1:
