@@ -106,6 +106,8 @@ class EnsembleNet(nn.Module):
         self.register_buffer("use_sin", flag([c.pe == "sin" for c in configs]).view(E, 1, 1, 1), persistent=False)
         self.register_buffer("use_rope", torch.tensor([c.pe == "rope" for c in configs]).view(E, 1, 1, 1),
                              persistent=False)
+        self.register_buffer("rope_members", torch.tensor([e for e, c in enumerate(configs) if c.pe == "rope"],
+                                                          dtype=torch.long), persistent=False)
         self.register_buffer("residual", flag([c.residual for c in configs]).view(E, 1, 1, 1), persistent=False)
         self.register_buffer("pe", sinusoidal_pe(n_tokens, D), persistent=False)                 # (T, D)
         bases = {c.rope_base for c in configs}
@@ -124,9 +126,13 @@ class EnsembleNet(nn.Module):
         return torch.bmm(x.reshape(E, b * n, D), w).view(E, b, n, w.shape[-1])
 
     def _rope(self, x: torch.Tensor, rows: slice) -> torch.Tensor:
-        if not bool(self.use_rope.any()):
+        """Rotate ``x`` ``(E, b, n, D)`` by RoPE for the members that use it, and only for them."""
+        idx = self.rope_members
+        if idx.numel() == 0:
             return x
-        return torch.where(self.use_rope, apply_rope(x, self.angles[rows]), x)
+        if idx.numel() == x.shape[0]:
+            return apply_rope(x, self.angles[rows])
+        return x.index_copy(0, idx, apply_rope(x.index_select(0, idx), self.angles[rows]))
 
     def forward(self, tokens: torch.Tensor, return_attention: bool = False):
         """``tokens`` ``(E, b, T, D)`` -> label logits ``(E, b, L)``.
