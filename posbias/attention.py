@@ -106,26 +106,9 @@ def random_attention_stack(
     Returns ``(A, logit_bound)``: ``A`` of shape ``(samples, depth, n, n)`` in float64, and the bound
     ``B = weight_norm^2 / sqrt(d)`` on ``|q . k| / sqrt(d)`` that A1-A2 give (before ``bias``).
     """
-    n = mask.shape[-1]
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(samples, n, d, generator=g, dtype=torch.float64)
-    x = x / x.norm(dim=-1, keepdim=True)
-
-    def draw(scale: float) -> torch.Tensor:
-        w = torch.randn(samples, d, d, generator=g, dtype=torch.float64)
-        return w / torch.linalg.matrix_norm(w, ord=2).reshape(samples, 1, 1) * scale
-
-    angles = rope_angles(n, d, rope_base) if rope_base is not None else None
-    out = torch.empty(samples, depth, n, n, dtype=torch.float64)
-    for t in range(depth):
-        wq, wk, wv = draw(weight_norm), draw(weight_norm), draw(1.0)
-        q, k = x @ wq, x @ wk
-        if angles is not None:
-            q, k = apply_rope(q, angles), apply_rope(k, angles)
-        a = attention_weights(q, k, mask, bias)
-        out[:, t] = a
-        x = a @ x @ wv
-    return out, weight_norm**2 / math.sqrt(d)
+    layers = iter_random_attention(mask, depth, d=d, weight_norm=weight_norm, samples=samples, seed=seed,
+                                   bias=bias, rope_base=rope_base)
+    return torch.stack(list(layers), dim=1), weight_norm**2 / math.sqrt(d)
 
 
 def iter_random_attention(

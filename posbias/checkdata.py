@@ -38,7 +38,7 @@ def check_data(sample: int = 2) -> int:
             pass
     candidates = []
     for path in sorted(DATA.rglob("*.json")):
-        if path.name == "MANIFEST.json":
+        if path.name == "manifest.json":
             continue
         rec = json.loads(path.read_text())
         if rec.get("experiment") in RECOMPUTE:

@@ -3,7 +3,7 @@
 A result is keyed by ``(experiment, canonical JSON of its parameters, code version)``. Lookup order:
 
 1. ``data/<experiment>/<key>.json``: committed results, listed with their SHA-256 in
-   ``data/MANIFEST.json``. Read only when both the manifest hash and the embedded result hash match.
+   ``data/manifest.json``. Read only when both the manifest hash and the embedded result hash match.
 2. ``$POSBIAS_CACHE`` (default ``~/.cache/posbias``)``/<experiment>/<key>.json``: the user cache.
 3. Otherwise the result is computed (under a lock, so two processes never compute or write the same
    key at once) and written atomically to the user cache; with ``POSBIAS_WRITE_DATA=1``
@@ -31,7 +31,7 @@ __all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir"
            "to_jsonable", "load_manifest", "verify_data", "locked"]
 
 DATA = ROOT / "data"
-MANIFEST = DATA / "MANIFEST.json"
+MANIFEST = DATA / "manifest.json"
 
 
 def cache_dir() -> Path:
@@ -208,11 +208,11 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
     """
     problems = []
     manifest = load_manifest()
-    on_disk = {str(p.relative_to(DATA)) for p in DATA.rglob("*.json") if p.name != "MANIFEST.json"}
+    on_disk = {str(p.relative_to(DATA)) for p in DATA.rglob("*.json") if p.name != "manifest.json"}
     for name in sorted(set(manifest) | on_disk):
         path = DATA / name
         if name not in manifest:
-            problems.append(f"{name}: not in data/MANIFEST.json")
+            problems.append(f"{name}: not in data/manifest.json")
         elif not path.exists():
             problems.append(f"{name}: listed in the manifest but missing")
         elif sha256_file(path) != manifest[name]:

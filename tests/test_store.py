@@ -14,9 +14,9 @@ from posbias import store
 def env(tmp_path, monkeypatch):
     data = tmp_path / "data"
     data.mkdir()
-    (data / "MANIFEST.json").write_text("{}")
+    (data / "manifest.json").write_text("{}")
     monkeypatch.setattr(store, "DATA", data)
-    monkeypatch.setattr(store, "MANIFEST", data / "MANIFEST.json")
+    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
     monkeypatch.delenv("POSBIAS_RUN_DIR", raising=False)
@@ -60,7 +60,7 @@ def test_damaged_cache_file_is_recomputed_not_read(env, damage):
 def test_write_data_updates_manifest_and_commited_file_is_preferred(env, monkeypatch):
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
     store.cached("exp", {"n": 2}, lambda: {"v": 5})
-    manifest = json.loads((env / "data" / "MANIFEST.json").read_text())
+    manifest = json.loads((env / "data" / "manifest.json").read_text())
     (name, digest), = manifest.items()
     assert name.startswith("exp/") and len(digest) == 64
     monkeypatch.delenv("POSBIAS_WRITE_DATA")
