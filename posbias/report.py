@@ -99,10 +99,11 @@ def value(name: str, v: Any, display: bool = False) -> Any:
 
 def note_data(path: str, sha256: str, source: str) -> None:
     """Record that the chapter read a stored result (``source`` is ``committed`` or ``cache`` or ``computed``)."""
-    entry = {"path": path, "sha256": sha256, "source": source}
-    if entry not in _RECORD["data"]:
-        _RECORD["data"].append(entry)
-        _flush()
+    # One entry per file: a result computed and then read back from the cache is listed once, as computed.
+    if any(d["path"] == path and d["sha256"] == sha256 for d in _RECORD["data"]):
+        return
+    _RECORD["data"].append({"path": path, "sha256": sha256, "source": source})
+    _flush()
 
 
 def note_figure(entry: dict[str, Any]) -> None:
