@@ -55,7 +55,14 @@ def _provenance(name: str, caption: str) -> dict[str, Any]:
     }
 
 
-def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> dict[str, Any]:
+class SavedFigure(dict):
+    """A saved figure's record (a plain dict) that shows as one line when it ends a notebook cell."""
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(f"saved figure {self['name']!r}: " + ", ".join(f["path"] for f in self["files"].values()))
+
+
+def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> SavedFigure:
     """Write ``fig`` as ``<run dir>/figures/<name>.{png,svg,pdf}`` with embedded provenance.
 
     The figure is also glued under ``name`` for a ``{glue:figure}`` directive in the chapter (which
@@ -83,7 +90,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> dict[st
         fig.savefig(tmp, format=ext, metadata=meta[ext])
         os.replace(tmp, path)
         files[ext] = {"path": f"figures/{name}.{ext}", "sha256": sha256_file(path)}
-    entry = {"name": name, "caption": caption, "files": files, "provenance": prov}
+    entry = SavedFigure(name=name, caption=caption, files=files, provenance=prov)
     report.note_figure(entry)
     try:
         from myst_nb import glue
