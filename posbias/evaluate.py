@@ -8,10 +8,11 @@ from __future__ import annotations
 import torch
 
 from .model import EnsembleNet
-from .task import IC_PAIRS, Task, TestSet, train_batch
+from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
-           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "still_learning"]
+           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "still_learning",
+           "final_accuracy", "training_sanity", "attention_residual"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -149,3 +150,49 @@ def still_learning(units: list[dict], n_test: int) -> dict:
     if acc.shape[1] < 2:
         return {"name": "still-learning", "claim": "", "mean": 0.0, "se": 0.0, "verdict": "inconclusive"}
     return claim("still-learning", "accuracy still rising at the end", acc[:, -1] - acc[:, -2], n_test * len(names))
+
+
+# --------------------------------------------------------------------------- sanity of stored units
+
+def final_accuracy(units: list[dict]) -> torch.Tensor:
+    """Mean accuracy over the six IC sets at the end of training, one per unit, ``(units,)``."""
+    names = list(units[0]["ic_accuracy"])
+    return torch.stack([stack(units, "ic_accuracy", n) for n in names]).mean(0)
+
+
+def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n_labels) -> dict[str, float]:
+    """Numbers that must hold for any trained unit, whatever the paper's claims.
+
+    - ``loss_drop``: the smallest, over units, of (mean training loss over the first evaluation
+      interval) minus (mean over the last); positive when every network's loss fell.
+    - ``count_residual``: the largest distance of ``accuracy * n_test`` from an integer over every
+      stored IC accuracy (final and on the curves); near 0 when the test sets hold ``n_test``
+      sequences (or a divisor of it).
+    - ``gap_residual``: the largest difference between a stored gap and :func:`gaps` recomputed
+      from the stored accuracies.
+    - ``accuracy_min``, ``chance`` (``1 / n_labels``) and ``z_chance``: the worst unit's final mean
+      accuracy, and its distance above chance in binomial standard errors of an accuracy over
+      ``6 n_test`` sequences at chance.
+    """
+    loss = torch.stack([torch.as_tensor(u["curves"]["loss"], dtype=torch.float64) for u in units])
+    counts = [torch.as_tensor(v, dtype=torch.float64) * n_test
+              for u in units for v in [*u["ic_accuracy"].values(),
+                                       *(u["curves"][n] for n in u["curves"] if n.startswith("IC_"))]]
+    count_residual = max(float((c - c.round()).abs().max()) for c in counts)
+    gap_residual = max(float((torch.as_tensor(u["gaps"][k], dtype=torch.float64) - g).abs())
+                       for u in units for k, g in gaps({n: torch.as_tensor(a, dtype=torch.float64)
+                                                        for n, a in u["ic_accuracy"].items()}).items())
+    acc = final_accuracy(units)
+    chance = 1.0 / n_labels
+    se = (chance * (1 - chance) / (6 * n_test)) ** 0.5
+    return {"loss_drop": float((loss[:, 1] - loss[:, -1]).min()), "count_residual": count_residual,
+            "gap_residual": gap_residual, "accuracy_min": float(acc.min()), "chance": chance,
+            "z_chance": float((acc.min() - chance) / se)}
+
+
+def attention_residual(maps: torch.Tensor, mask: torch.Tensor) -> float:
+    """How far mean attention maps ``(..., T, T)`` are from row-stochastic matrices supported on ``mask``:
+    the largest of ``|row sum - 1|`` and of the attention on a masked (forbidden) entry."""
+    m = maps.to(torch.float64)
+    outside = (m * (~mask).to(m.dtype)).abs()
+    return max(float((m.sum(-1) - 1).abs().max()), float(outside.max()))

@@ -64,3 +64,35 @@ def test_still_learning_detects_rising_accuracy():
     flat = [{"curves": {"step": [0, 1, 2], **{n: [0.1, 0.6, 0.6] for n in names}}} for _ in range(2)]
     assert still_learning(rising, 1000)["verdict"] == "reproduced"
     assert still_learning(flat, 1000)["verdict"] == "inconclusive"
+
+
+def _unit(acc, loss=(0.0, 3.4, 3.2), gap_shift=0.0):
+    from posbias.evaluate import gaps
+    g = {k: float(v) + gap_shift for k, v in gaps(acc).items()}
+    return {"ic_accuracy": acc, "gaps": g,
+            "curves": {"step": [0, 1, 2], "loss": list(loss), **{n: [a, a, a] for n, a in acc.items()}}}
+
+
+def test_training_sanity_passes_on_a_sound_unit_and_flags_each_defect():
+    from posbias.evaluate import training_sanity
+    names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+    acc = {n: k / 1000 for n, k in zip(names, [300, 250, 280, 260, 270, 240])}
+    s = training_sanity([_unit(acc)], n_test=1000)
+    assert s["loss_drop"] > 0 and s["count_residual"] < 1e-9 and s["gap_residual"] < 1e-6
+    assert abs(s["accuracy_min"] - 1.6 / 6) < 1e-12 and s["z_chance"] > 3
+    assert training_sanity([_unit(acc, loss=(0.0, 3.2, 3.4))], 1000)["loss_drop"] < 0       # loss rose
+    assert training_sanity([_unit(acc)], 1024)["count_residual"] > 0.1                       # wrong set size
+    assert training_sanity([_unit(acc, gap_shift=0.01)], 1000)["gap_residual"] > 0.009       # stale gaps
+    at_chance = {n: 1 / 32 for n in names}
+    assert abs(training_sanity([_unit(at_chance)], 1024)["z_chance"]) < 1e-9
+
+
+def test_attention_residual_sees_mass_outside_the_mask():
+    from posbias.evaluate import attention_residual
+    T = 5
+    causal = make_mask("causal", T)
+    uniform = causal.double() / causal.double().sum(-1, keepdim=True)
+    assert attention_residual(uniform, causal) < 1e-12
+    full = torch.full((T, T), 1 / T, dtype=torch.float64)
+    assert abs(attention_residual(full, causal) - 1 / T) < 1e-12                           # leaks past the mask
+    assert abs(attention_residual(0.5 * uniform, causal) - 0.5) < 1e-12                    # rows not stochastic
