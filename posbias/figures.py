@@ -62,6 +62,20 @@ class SavedFigure(dict):
         p.text(f"saved figure {self['name']!r}: " + ", ".join(f["path"] for f in self["files"].values()))
 
 
+class _Glued:
+    """What is glued for ``{glue:figure}``: the saved PNG itself (the book shows the exact file that is
+    cited, whatever matplotlib backend the kernel runs), with the caption as its plain-text form."""
+
+    def __init__(self, png: Path, caption: str) -> None:
+        self.png, self.caption = png, caption
+
+    def _repr_png_(self) -> bytes:
+        return self.png.read_bytes()
+
+    def __repr__(self) -> str:
+        return self.caption or self.png.name
+
+
 def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> SavedFigure:
     """Write ``fig`` as ``<run dir>/figures/<name>.{png,svg,pdf}`` with embedded provenance.
 
@@ -96,7 +110,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> SavedFi
         from myst_nb import glue
 
         if report._in_notebook():
-            glue(name, fig, display=False)
+            glue(name, _Glued(out / f"{name}.png", caption), display=False)
     except ImportError:  # pragma: no cover
         pass
     plt.close(fig)

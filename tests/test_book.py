@@ -96,3 +96,18 @@ def test_launch_opens_the_source_and_download_gives_the_executed_notebook(smoke_
         nb = json.loads(((site / "book" / "_executed" / cid) / downloads[0]).resolve().read_text())
         outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
         assert outputs, f"{cid}: the downloadable notebook has no outputs"
+
+
+def test_every_saved_figure_is_shown_on_its_page(smoke_book):
+    """The PNG the page shows is byte-for-byte the file whose hash the "Cite this figure" box gives."""
+    import hashlib
+
+    site = smoke_book["html"]
+    for cid in toc_chapters():
+        res = json.loads((smoke_book["root"] / "book" / "_executed" / cid / "results.json").read_text())
+        page_dir = site / "book" / "_executed" / cid
+        srcs = re.findall(r'<img[^>]+src="([^"]+\.png)"', (page_dir / f"{cid}.html").read_text())
+        shown = {hashlib.sha256((page_dir / s).resolve().read_bytes()).hexdigest() for s in srcs
+                 if (page_dir / s).resolve().is_file()}
+        for fig in res["figures"]:
+            assert fig["files"]["png"]["sha256"] in shown, f"{cid}: figure {fig['name']} is not shown on its page"
