@@ -71,6 +71,7 @@ def test_no_raw_errors_in_html(smoke_book):
         text = page.read_text(errors="replace")
         assert "Traceback (most recent call last)" not in text, page
         assert not re.search(r"sd-bg-danger[^>]*>\s*FAIL", text), page
+        assert "&lt;Figure size" not in text, f"{page}: a figure rendered as its text form"
 
 
 def test_checks_render_as_badges_and_footer_boxes(smoke_book):
