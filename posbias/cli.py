@@ -75,12 +75,50 @@ def _cmd_check_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
+    """Train the units a chapter reads with the given parameters and profile, resumably."""
+    import shlex
+    import signal
+
+    from .runner import prepare
+
     try:
-        from .train import run_campaign
-    except ImportError:
-        print("error: campaigns need posbias.train.run_campaign, which this checkout does not have", file=sys.stderr)
+        overrides = _overrides(args.p)
+        chapter, params = prepare(args.chapter, overrides, args.profile)
+        from . import train
+        experiment, profile, settings = train.chapter_campaign(chapter.id, params)
+    except ParamError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    return int(run_campaign(args.chapter, profile=args.profile) or 0)
+    except KeyError as e:
+        print(f"error: {e.args[0]}. `posbias run {args.chapter}` computes what it needs by itself.", file=sys.stderr)
+        return 2
+    try:
+        train.checkpoint_interval()
+    except ValueError as e:             # a bad $POSBIAS_CHECKPOINT_SECONDS
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    def on_sigterm(signum: int, frame: object) -> None:   # outside training: stop like SIGINT does
+        raise train.Interrupted(signum, 0, 0, None)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    print(f"{chapter.id} ({args.profile} profile): training the units of {experiment} it reads", file=sys.stderr)
+    try:
+        res = train.run_campaign(experiment, profile, progress=not args.quiet and sys.stderr.isatty(), log=log,
+                                 **settings)
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"{chapter.id}: campaign stopped by {signal.Signals(signum).name}; finished units are stored and "
+              f"unfinished training keeps its checkpoint: run the same command again to resume", file=sys.stderr)
+        return 128 + signum
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    n = sum(len(us) for us in res.values())
+    print(f"{chapter.id}: {n} units ready in the cache; `posbias run {chapter.id}"
+          + (f" --profile {args.profile}" if args.profile != "default" else "")
+          + "".join(f" -p {k} {shlex.quote(v)}" for k, v in (args.p or [])) + "` reads them")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,9 +150,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", type=int, default=2, help="committed results to recompute (0 = none)")
     p.set_defaults(func=_cmd_check_data)
 
-    p = sub.add_parser("campaign", help="run a long experiment unit by unit, resumable")
+    p = sub.add_parser(
+        "campaign", help="train the networks a chapter reads, unit by unit, resumably",
+        description="Train (or find in data/ or the cache) every unit a trained-network chapter reads with these "
+                    "parameters and profile, so that `posbias run CHAPTER` with the same -p and --profile reads "
+                    "them from the cache. Interrupt it (Ctrl-C, SIGTERM, or kill it) and the same command "
+                    "resumes from the last checkpoint, saved every $POSBIAS_CHECKPOINT_SECONDS seconds "
+                    "(default 60) and on SIGINT/SIGTERM; exit 130/143 when stopped by SIGINT/SIGTERM.")
     p.add_argument("chapter")
-    p.add_argument("--profile", default="paper", choices=PROFILES)
+    p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="set a parameter (repeatable)")
+    p.add_argument("--profile", default="paper", choices=PROFILES,
+                   help="the chapter's profile (default paper: campaigns are for long runs)")
+    p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_campaign)
 
     args = parser.parse_args(argv)

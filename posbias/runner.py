@@ -1,18 +1,27 @@
 """Execute one chapter with parameters: jupytext (in memory) -> papermill -> results.json.
 
 Exit codes (the contract readers' scripts rely on): 0 every check passed; 3 the chapter ran but a check
-failed; 2 bad input, refused before any work and writing nothing; 1 the notebook raised.
+failed; 2 bad input, refused before any work and writing nothing; 1 the notebook raised; 130 / 143
+stopped by SIGINT / SIGTERM.
+
+A SIGINT or SIGTERM to ``posbias run`` interrupts the kernel (SIGINT to its process group, like
+Jupyter's interrupt button): a training loop finishes its step, saves its checkpoint and stops
+(``posbias.train``), results already stored stay stored, nothing half-written is left, and
+``results.json`` says ``"status": "interrupted"``. The same command then resumes. A second signal,
+or a kernel still running 30 s later, kills the kernel (the last periodic checkpoint is kept).
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .chapters import Chapter, ParamError, get_chapter
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, source_date_epoch
@@ -21,6 +30,7 @@ from .store import atomic_write_text
 __all__ = ["RunResult", "run_chapter", "default_out", "EXIT_OK", "EXIT_RAISED", "EXIT_BAD_INPUT", "EXIT_CHECK_FAILED"]
 
 EXIT_OK, EXIT_RAISED, EXIT_BAD_INPUT, EXIT_CHECK_FAILED = 0, 1, 2, 3
+INTERRUPT_GRACE = 30.0      # seconds an interrupted kernel gets to stop before it is killed
 KERNEL = "python3"
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -77,6 +87,91 @@ def _failure_summary(err: Exception) -> str:
     return f"cell [{cell}] raised {ename}: {evalue}\n  at {loc}"
 
 
+def _kernel_pids() -> list[int]:
+    """The Jupyter kernels this process started (children running ipykernel), from /proc."""
+    me, out = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{e}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == me and b"ipykernel" in Path(f"/proc/{e}/cmdline").read_bytes():
+                out.append(int(e))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _signal_kernels(sig: int) -> None:
+    for pid in _kernel_pids():
+        try:
+            os.killpg(pid, sig)     # jupyter_client starts each kernel in its own session (pgid = pid)
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _execute_interruptibly(execute: Callable[[], None]) -> tuple[BaseException | None, int | None]:
+    """Run ``execute()`` in a worker thread, turning SIGINT/SIGTERM to this process into a kernel interrupt.
+
+    Returns what ``execute`` raised (or None) and the first signal received (or None). Off the main
+    thread (signals cannot be caught there) it just runs ``execute``.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        try:
+            execute()
+            return None, None
+        except Exception as e:  # noqa: BLE001
+            return e, None
+    box: dict[str, BaseException] = {}
+
+    def work() -> None:
+        try:
+            execute()
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            box["error"] = e
+
+    received: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        received.append(signum)
+
+    saved = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    worker = threading.Thread(target=work, name="posbias-notebook", daemon=True)
+    try:
+        worker.start()
+        first = last_int = killed = 0.0
+        while worker.is_alive():
+            worker.join(0.1)
+            if not received or not worker.is_alive():
+                continue
+            now = time.monotonic()
+            first = first or now
+            if killed:
+                if now - killed > INTERRUPT_GRACE:
+                    break                       # nbclient did not notice the dead kernel; give up on it
+            elif len(received) > 1 or now - first > INTERRUPT_GRACE:
+                print(f"posbias: killing the kernel ({signal.Signals(received[-1]).name} again, or no stop "
+                      f"after {INTERRUPT_GRACE:.0f} s)", file=sys.stderr)
+                _signal_kernels(signal.SIGKILL)
+                killed = now
+            elif now - last_int > 5.0:          # again every 5 s: a kernel between two cells ignores it
+                _signal_kernels(signal.SIGINT)
+                last_int = now
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)
+    if worker.is_alive():
+        return RuntimeError("the notebook did not stop after its kernel was killed"), received[0]
+    return box.get("error"), (received[0] if received else None)
+
+
 def run_chapter(
     chapter_id: str,
     overrides: dict[str, Any] | None = None,
@@ -123,14 +218,15 @@ def run_chapter(
     os.environ.update(env_keys)
     started, t0 = now_iso(), time.perf_counter()
     error: Exception | None = None
+    stopped_by: int | None = None
     try:
-        pm.execute_notebook(
+        error, stopped_by = _execute_interruptibly(lambda: pm.execute_notebook(
             nb, str(nb_path), parameters=params, kernel_name=KERNEL, language="python",
             progress_bar=not quiet and sys.stderr.isatty(), log_output=False, cwd=str(ROOT / "notebooks"),
             execution_timeout=timeout, request_save_on_cell_execute=True, start_timeout=120,
-        )
-    except Exception as e:  # noqa: BLE001 - papermill raises PapermillExecutionError and others
-        error = e
+        ))
+        if error is not None and not isinstance(error, Exception):
+            raise error
     finally:
         for k, v in saved.items():
             if v is None:
@@ -139,6 +235,7 @@ def run_chapter(
                 os.environ[k] = v
     wall = time.perf_counter() - t0
 
+    interrupted = error is not None and stopped_by is not None
     record_path = out / "_record.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {"checks": [], "values": {}, "data": [], "figures": []}
     seeds = sorted({v for k, v in params.items() if "seed" in k and isinstance(v, int)}
@@ -148,7 +245,8 @@ def run_chapter(
         "title": chapter.title,
         "parameters": params,
         "profile": profile,
-        "status": "error" if error else ("failed-checks" if not all(c["passed"] for c in record["checks"]) else "ok"),
+        "status": ("interrupted" if interrupted else "error") if error else (
+            "failed-checks" if not all(c["passed"] for c in record["checks"]) else "ok"),
         "checks": record["checks"],
         "values": record["values"],
         "figures": record["figures"],
@@ -157,9 +255,17 @@ def run_chapter(
     }
     if error is not None:
         results["error"] = _failure_summary(error)
+    if interrupted:
+        results["interrupted_by"] = signal.Signals(stopped_by).name
     atomic_write_text(out / "results.json", json.dumps(results, indent=1, sort_keys=False) + "\n")
     record_path.unlink(missing_ok=True)
 
+    if interrupted:
+        name = signal.Signals(stopped_by).name
+        msg = (f"{chapter_id}: stopped by {name} after {wall:.1f} s; finished results stay in the cache and "
+               f"unfinished training keeps its checkpoint: run the same command again to resume\n"
+               f"  the partial executed notebook: {nb_path}")
+        return RunResult(128 + stopped_by, out, msg, results)
     if error is not None:
         msg = (f"{chapter_id}: the notebook raised after {wall:.1f} s\n  {results['error']}\n"
                f"  the partial executed notebook is kept for inspection: {nb_path}")

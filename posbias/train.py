@@ -6,15 +6,32 @@ A *unit* is one (configuration, seed): its result (training curves, final accura
 and a campaign stopped half way keeps every finished unit. Units still missing are grouped by
 depth and trained as one :class:`~posbias.model.EnsembleNet`; since the ensemble is bit-for-bit
 equivalent to training each member alone, the grouping never changes a unit's result.
+
+Resuming. A running ensemble saves a checkpoint every ``$POSBIAS_CHECKPOINT_SECONDS`` (default 60)
+seconds, atomically (temporary file, fsync, ``os.replace``), in ``store.checkpoint_dir``: weights,
+AdamW state, the step, the curves so far, the loss accumulators and the global RNG states (torch,
+CUDA, numpy, Python; the training batches themselves come from generators keyed by
+``(seed, step)``, so they need no state). SIGINT and SIGTERM during training finish the current
+step, save a checkpoint and raise :class:`Interrupted`; a killed process loses at most the steps
+since the last checkpoint. The next identical run resumes from it and ends with bit-for-bit the
+result of an uninterrupted run (on the same device and number of torch threads), except the
+measured wall time ``train_seconds_ensemble``.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import random
+import shutil
+import signal
+import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -23,7 +40,8 @@ from .model import EnsembleNet, MemberConfig
 from .task import (IC_PAIRS, TaskConfig, TestSet, ensemble_batch, ic_test_sets, make_task, slot_index,
                    sweep_test_sets)
 
-__all__ = ["device", "default_threads", "Unit", "train_units", "run_campaign", "campaign_units",
+__all__ = ["device", "default_threads", "checkpoint_interval", "Interrupted", "Unit", "train_units",
+           "run_campaign", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
            "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
 
 UNIT_EXPERIMENT = "wu-units"
@@ -88,25 +106,112 @@ def _tests(n_test: int, n_sweep: int, cfg: TaskConfig) -> tuple[dict[str, TestSe
     return _TEST_CACHE[key]
 
 
+def checkpoint_interval() -> float:
+    """Seconds between checkpoints of a running ensemble: ``$POSBIAS_CHECKPOINT_SECONDS``, else 60."""
+    raw = os.environ.get("POSBIAS_CHECKPOINT_SECONDS", "").strip()
+    if not raw:
+        return 60.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:
+        raise ValueError(f"POSBIAS_CHECKPOINT_SECONDS={raw!r}: give a number of seconds >= 0 (unset = 60)")
+    return value
+
+
+class Interrupted(KeyboardInterrupt):
+    """Training stopped by SIGINT or SIGTERM at a step boundary, after saving its checkpoint."""
+
+    def __init__(self, signum: int, step: int, steps: int, checkpoint: Path | None):
+        name = signal.Signals(signum).name
+        where = (f"checkpoint saved to {checkpoint}; run the same command again to resume"
+                 if checkpoint is not None else "no checkpoint folder, nothing saved")
+        super().__init__(f"{name} at step {step}/{steps}: {where}")
+        self.signum, self.step, self.steps, self.checkpoint = signum, step, steps, checkpoint
+
+
 def _save(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """Write a checkpoint atomically: temporary file in the same folder, fsync, ``os.replace``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
-def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float = 60.0,
-                progress: bool = True, threads: int | None = None,
-                autocast_bf16: bool = False) -> list[dict[str, Any]]:
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+            "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def _set_rng_state(st: dict[str, Any]) -> None:
+    torch.set_rng_state(st["torch"])
+    if st.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(st["cuda"])
+    np.random.set_state(st["numpy"])
+    random.setstate(st["python"])
+
+
+@contextlib.contextmanager
+def _deferred_signals() -> Iterator[list[int]]:
+    """For the block, SIGINT and SIGTERM only append their number to the yielded list (main thread only)."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        got.append(signum)
+
+    saved = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield got
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)
+
+
+def _load_checkpoint(ckpt: Path, units: list["Unit"], dev: torch.device, log: Callable[[str], None]) -> dict | None:
+    """The checkpoint of exactly these units, or None (missing, unreadable, or another run's)."""
+    if not ckpt.exists():
+        return None
+    try:
+        st = torch.load(ckpt, map_location=dev, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - a damaged file is reported and ignored
+        log(f"warning: checkpoint {ckpt} is unreadable ({type(e).__name__}: {e}); starting from step 0")
+        return None
+    if "units" in st and st["units"] != [u.params() for u in units]:
+        log(f"warning: checkpoint {ckpt} belongs to other units; starting from step 0")
+        return None
+    return st
+
+
+def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float | None = None,
+                progress: bool = True, threads: int | None = None, autocast_bf16: bool = False,
+                keep_checkpoint: bool = False, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Train ``units`` (all of one :meth:`Unit.shape_key`) as one ensemble; one result dict per unit.
 
     Every ``eval_every`` steps (and at the end) the six ``IC`` accuracies are measured on the fixed
-    test sets. With ``checkpoint_dir`` the state is saved every ``checkpoint_seconds`` and a
-    stopped run resumes from it. ``curves["loss"]`` holds the mean training loss over each interval
-    (its first entry, at step 0, is 0: no step yet). ``autocast_bf16`` runs the forward pass under bfloat16 autocast
-    (an experiment: results then differ from fp32).
+    test sets. With ``checkpoint_dir`` the state is saved every ``checkpoint_seconds`` (default
+    :func:`checkpoint_interval`, i.e. ``$POSBIAS_CHECKPOINT_SECONDS`` or 60), when the last step is
+    done, and on SIGINT/SIGTERM (which then raise :class:`Interrupted`); a run finding a checkpoint of
+    the same units resumes from it, exactly. The checkpoint is deleted once the results exist unless
+    ``keep_checkpoint`` (:func:`run_campaign` deletes it after storing them). ``curves["loss"]``
+    holds the mean training loss over each interval (its first entry, at step 0, is 0: no step
+    yet). ``autocast_bf16`` runs the forward pass under bfloat16 autocast (an experiment: results
+    then differ from fp32). ``log`` gets one line on resuming, on an interruption and at the end.
     """
     if len({u.shape_key() for u in units}) != 1:
         raise ValueError("units of one ensemble must share depth and training settings")
+    interval = checkpoint_interval() if checkpoint_seconds is None else float(checkpoint_seconds)
     torch.set_num_threads(threads or default_threads())
     u0, E, dev = units[0], len(units), device()
     cfg = TaskConfig()
@@ -119,11 +224,29 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
     curves: dict[str, list] = {"step": [], "loss": [], **{name: [] for name in ic_sets}}
     start, loss_acc, n_acc, wall = 0, torch.zeros(E), 0, 0.0
     ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / "state.pt"
-    if ckpt is not None and ckpt.exists():
-        st = torch.load(ckpt, map_location=dev, weights_only=False)
+    st = None
+    if ckpt is not None:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        for stale in ckpt.parent.glob(f".{ckpt.name}.*.tmp"):     # left by a process killed while saving
+            stale.unlink(missing_ok=True)
+        st = _load_checkpoint(ckpt, units, dev, log)
+    if st is not None:
         net.load_state_dict(st["net"])
         opt.load_state_dict(st["opt"])
         start, curves, loss_acc, n_acc, wall = st["step"], st["curves"], st["loss_acc"], st["n_acc"], st["wall"]
+        if st.get("rng") is not None:
+            _set_rng_state(st["rng"])
+        log(f"resumed from step {start}/{u0.steps} ({ckpt}); {u0.steps - start} steps to go")
+        if st.get("threads") not in (None, torch.get_num_threads()):
+            log(f"warning: the checkpoint was written with {st['threads']} torch threads, this run uses "
+                f"{torch.get_num_threads()}; for a result bit-identical to an uninterrupted run set "
+                f"POSBIAS_THREADS={st['threads']}")
+
+    def state(done: int) -> dict[str, Any]:
+        return {"format": 2, "units": [u.params() for u in units], "net": net.state_dict(), "opt": opt.state_dict(),
+                "step": done, "curves": curves, "loss_acc": loss_acc, "n_acc": n_acc,
+                "wall": time.perf_counter() - t0, "rng": _rng_state(), "threads": torch.get_num_threads(),
+                "device": str(dev)}
 
     def evaluate(step: int) -> None:
         net.eval()
@@ -139,32 +262,44 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
         from tqdm.auto import tqdm
         bar = tqdm(total=u0.steps, initial=start, desc=f"depth {u0.depth} x {E} members", leave=False)
     t_last, t0 = time.monotonic(), time.perf_counter() - wall
-    if start == 0 and not curves["step"]:
-        evaluate(0)
-    for step in range(start, u0.steps):
-        x, y = ensemble_batch(tasks, seeds, slots, step, u0.batch_size)
-        x, y = x.to(dev), y.to(dev)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast_bf16):
-            logits = net(x)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").view(E, -1).mean(1)
-        opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        opt.step()
-        loss_acc += loss.detach().cpu()
-        n_acc += 1
-        done = step + 1
-        if done % u0.eval_every == 0 or done == u0.steps:
-            evaluate(done)
-            loss_acc, n_acc = torch.zeros(E), 0
+    t_run = time.perf_counter()
+    done = start
+    with _deferred_signals() as got:    # a signal stops training between two steps, never inside one
+        if start == 0 and not curves["step"]:
+            evaluate(0)
+        for step in range(start, u0.steps):
+            if got:
+                break
+            x, y = ensemble_batch(tasks, seeds, slots, step, u0.batch_size)
+            x, y = x.to(dev), y.to(dev)
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast_bf16):
+                logits = net(x)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").view(E, -1).mean(1)
+            opt.zero_grad(set_to_none=True)
+            loss.sum().backward()
+            opt.step()
+            loss_acc += loss.detach().cpu()
+            n_acc += 1
+            done = step + 1
+            if done % u0.eval_every == 0 or done == u0.steps:
+                evaluate(done)
+                loss_acc, n_acc = torch.zeros(E), 0
+            if bar is not None:
+                bar.update(1)
+            if ckpt is not None and (time.monotonic() - t_last > interval) and done < u0.steps:
+                _save(ckpt, state(done))
+                t_last = time.monotonic()
+        if ckpt is not None and (got or (done == u0.steps and done > start)):
+            _save(ckpt, state(done))    # on a signal; and at the end, so a stop in the final evaluation keeps it
         if bar is not None:
-            bar.update(1)
-        if ckpt is not None and (time.monotonic() - t_last > checkpoint_seconds) and done < u0.steps:
-            _save(ckpt, {"net": net.state_dict(), "opt": opt.state_dict(), "step": done, "curves": curves,
-                         "loss_acc": loss_acc, "n_acc": n_acc, "wall": time.perf_counter() - t0})
-            t_last = time.monotonic()
-    if bar is not None:
-        bar.close()
+            bar.close()
+        if got:
+            err = Interrupted(got[0], done, u0.steps, None if ckpt is None else ckpt.parent)
+            log(str(err))
+            raise err
     train_seconds = time.perf_counter() - t0
+    log(f"trained {u0.steps - start} of {u0.steps} steps (steps {start}..{u0.steps}) in "
+        f"{time.perf_counter() - t_run:.1f} s")
 
     net.eval()
     final = ev.ic_accuracies(net, tasks, ic_sets)
@@ -186,8 +321,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
             "train_seconds_ensemble": train_seconds,
             "ensemble_size": E,
         })
-    if ckpt is not None and ckpt.exists():
-        ckpt.unlink()
+    if ckpt is not None and not keep_checkpoint:
+        ckpt.unlink(missing_ok=True)
     return results
 
 
@@ -257,6 +392,24 @@ def _stored(unit: Unit) -> bool:
     return (store.DATA / name).exists() or (store.cache_dir() / name).exists()
 
 
+@contextlib.contextmanager
+def _exclusive(lock: Path, log: Callable[[str], None]) -> Iterator[None]:
+    """An exclusive lock on ``lock``; says so when it has to wait for another process."""
+    import fcntl
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another process training the same units (lock {lock})")
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def run_campaign(experiment: str, profile: str = "default", *, progress: bool = True,
                  max_members: int = 64, log: Callable[[str], None] = print,
                  **overrides: Any) -> dict[str, list[dict[str, Any]]]:
@@ -265,8 +418,9 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     ``profile`` is ``smoke``, ``default`` or ``paper`` (:data:`PROFILES`); ``overrides`` replace any
     of its settings or pass ``depths``/``windows``/``prefixes`` to :func:`campaign_units`. Finished
     units come from ``data/`` or the user cache; missing ones are trained in ensembles of at most
-    ``max_members`` (checkpointed in ``store.checkpoint_dir``), then stored one by one. Run it again
-    after an interruption and it resumes.
+    ``max_members`` (checkpointed in ``store.checkpoint_dir``, one process per ensemble at a time),
+    then stored one by one and the checkpoint removed. Run it again after an interruption (SIGINT,
+    SIGTERM, a killed process) and it resumes from the last checkpoint; see the module docstring.
     """
     from . import store
 
@@ -280,7 +434,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
         by_shape.setdefault(u.shape_key(), []).append(u)
 
     def _store(u: Unit) -> dict[str, Any]:
-        compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress)[0])
+        compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress, log=log)[0])
         return store.cached(UNIT_EXPERIMENT, u.params(), compute, version=VERSION, seeds=[u.seed],
                             device=str(device()) if device().type != "cpu" else None)
 
@@ -288,9 +442,61 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
         for lo in range(0, len(us), max_members):
             part = us[lo:lo + max_members]
             ck = store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
-            log(f"{experiment}: training {len(part)} units of depth {shape[0]} for {shape[1]} steps")
-            for u, r in zip(part, train_units(part, checkpoint_dir=ck, progress=progress)):
-                fresh[u] = r
-                _store(u)       # at once: a later interruption keeps this group's units
+            with _exclusive(ck.parent / f"{ck.name}.lock", log):
+                if not all(_stored(u) for u in part):       # else another process finished them meanwhile
+                    log(f"{experiment}: training {len(part)} units of depth {shape[0]} for {shape[1]} steps")
+                    for u, r in zip(part, train_units(part, checkpoint_dir=ck, progress=progress,
+                                                      keep_checkpoint=True, log=log)):
+                        fresh[u] = r
+                        _store(u)       # at once: a later interruption keeps this group's units
+                shutil.rmtree(ck, ignore_errors=True)
 
     return {label: [_store(u) for u in us] for label, us in groups.items()}
+
+
+# --------------------------------------------------------------------------- chapters' campaigns
+
+_SETTINGS = ("steps", "seeds", "eval_every", "n_test", "n_sweep", "n_sink")
+
+
+def _settings(p: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: p[k] for k in _SETTINGS}
+
+
+#: Chapter id -> ``params -> (experiment, profile, overrides)``: the one place that says which
+#: units a chapter with given parameters reads. ``posbias campaign`` trains them; a chapter calls
+#: :func:`run_chapter_campaign` (or ``run_campaign`` with the same arguments) to read them.
+CHAPTER_CAMPAIGNS: dict[str, Callable[[Mapping[str, Any]], tuple[str, str, dict[str, Any]]]] = {
+    "wu-fig-2": lambda p: ("wu-fig-2", "default", {"depths": list(p["depths"]), **_settings(p)}),
+    "wu-residual-depth": lambda p: ("wu-residual-depth", "default", {"depths": list(p["depths"]), **_settings(p)}),
+    "wu-fig-3": lambda p: ("wu-fig-3", "default", _settings(p)),
+    "wu-fig-4": lambda p: ("wu-fig-4", "default", _settings(p)),
+    "wu-fig-5": lambda p: ("wu-fig-5", "default", {"depths": [p["depth"]], **_settings(p)}),
+    "wu-fig-6": lambda p: ("wu-fig-6", "default", {"depths": [p["depth"]], "windows": list(p["windows"]),
+                                                   "prefixes": list(p["prefixes"]), **_settings(p)}),
+    # the toy networks of wu-fig-6 under the settings of the profile named by `campaign`
+    "sinks-synthetic-vs-real": lambda p: ("wu-fig-6", p["campaign"], {
+        "depths": [p["depth"]], "windows": list(p["windows"]), "prefixes": list(p["prefixes"]),
+        "seeds": list(p["toy_seeds"])}),
+}
+
+
+def chapter_campaign(chapter: str, params: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """``(experiment, profile, overrides)`` of :func:`run_campaign` for ``chapter`` with ``params``.
+
+    ``params`` holds (at least) the chapter's parameters by name, e.g. its resolved parameters or a
+    notebook's ``globals()``. Raises ``KeyError`` for a chapter that trains no networks.
+    """
+    if chapter not in CHAPTER_CAMPAIGNS:
+        raise KeyError(f"chapter {chapter!r} trains no networks; chapters with a campaign: "
+                       + ", ".join(CHAPTER_CAMPAIGNS))
+    return CHAPTER_CAMPAIGNS[chapter](params)
+
+
+def run_chapter_campaign(chapter: str, params: Mapping[str, Any], **kwargs: Any) -> dict[str, list[dict[str, Any]]]:
+    """Train (or load) the units ``chapter`` reads with ``params``: :func:`run_campaign` of :func:`chapter_campaign`.
+
+    ``kwargs`` go to :func:`run_campaign` (``progress``, ``log``, ``max_members``).
+    """
+    experiment, profile, overrides = chapter_campaign(chapter, params)
+    return run_campaign(experiment, profile, **overrides, **kwargs)

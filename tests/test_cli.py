@@ -44,8 +44,8 @@ def tree(tmp_path_factory):
     return root
 
 
-def run(tree, *args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_CACHE=str(tree / ".cache"), POSBIAS_GIT_COMMIT="test")
+def run(tree, *args, cwd=None, cache=None):
+    env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_CACHE=str(cache or tree / ".cache"), POSBIAS_GIT_COMMIT="test")
     return subprocess.run(posbias_cmd(*args), cwd=cwd or tree, env=env, capture_output=True, text=True)
 
 
@@ -115,3 +115,42 @@ def test_list(tree):
     assert proc.returncode == 0 and "wu-thm-4-1" in proc.stdout and "n_tokens" in proc.stdout
     proc = run(tree, "list", "wu-thm-4-1")
     assert "sequence length" in proc.stdout and "profile smoke" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["campaign", "no-such-chapter"], "unknown chapter 'no-such-chapter'"),
+    (["campaign", "wu-fig-5", "-p", "nonsense", "1"], "no parameter 'nonsense'"),
+    (["campaign", "wu-fig-5", "-p", "steps", "0"], "below the minimum"),
+    (["campaign", "wu-fig-5", "-p", "steps", "5", "-p", "eval_every", "10"], "impossible combination"),
+    (["campaign", "wu-fig-5", "--profile", "huge"], "invalid choice"),
+    (["campaign", "wu-thm-4-1"], "trains no networks"),
+])
+def test_campaign_bad_input_exits_2_and_writes_nothing(tree, tmp_path, args, message):
+    cache = tmp_path / "cache"
+    before = sorted(p.name for p in tree.iterdir())
+    proc = run(tree, *args, cache=cache)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert not cache.exists() and sorted(p.name for p in tree.iterdir()) == before
+
+
+def test_campaign_trains_exactly_what_the_chapter_reads(tree, tmp_path):
+    """`posbias campaign` with the chapter's parameters fills the cache; `posbias run` then only reads it."""
+    cache, params = tmp_path / "cache", ["--profile", "smoke", "-p", "windows", "4,8", "-p", "prefixes", "2"]
+    proc = run(tree, "campaign", "wu-fig-6", *params, cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    assert "posbias run wu-fig-6 --profile smoke -p windows 4,8 -p prefixes 2" in proc.stdout
+    stored = sorted(p.name for p in (cache / "wu-units").glob("*.json"))
+    assert len(stored) == 4                     # causal, window 4, window 8, prefix 2 (one seed)
+    assert not list(cache.rglob("*.ckpt"))      # checkpoints removed once the units are stored
+
+    proc = run(tree, "run", "wu-fig-6", *params, "--out", str(tmp_path / "o"), cache=cache)
+    assert proc.returncode in (0, 3), proc.stderr
+    data = json.loads((tmp_path / "o" / "results.json").read_text())["data"]
+    units = [d for d in data if "/wu-units/" in d["path"]]
+    assert sorted(Path(d["path"]).name for d in units) == stored
+    assert {d["source"] for d in units} == {"cache"}
+    assert sorted(p.name for p in (cache / "wu-units").glob("*.json")) == stored   # nothing new trained
+
+    proc = run(tree, "campaign", "wu-fig-6", *params, cache=cache)   # again: nothing left to train
+    assert proc.returncode == 0 and "training" not in proc.stderr.replace("training the units", "")

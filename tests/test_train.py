@@ -1,4 +1,12 @@
 """posbias.train: campaigns expand to the stated units, training resumes and is deterministic."""
+import ast
+import os
+import random
+import signal
+
+import jupytext
+import numpy as np
+import pytest
 import torch
 
 from posbias import train
@@ -56,6 +64,104 @@ def test_training_is_deterministic_and_resumes(tmp_path):
     assert not (tmp_path / "state.pt").exists()
 
 
+def _without_wall_time(r):
+    return {k: v for k, v in r.items() if k != "train_seconds_ensemble"}
+
+
+def test_sigterm_stops_between_steps_checkpoints_and_resumes_exactly(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    u = _unit(steps=8)
+
+    def seed_all():
+        torch.manual_seed(123), np.random.seed(5), random.seed(7)
+
+    seed_all()
+    ref = train.train_units([u], progress=False, log=lambda s: None)[0]
+    ref_rng = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+
+    orig, calls, lines = train.ensemble_batch, {"n": 0}, []
+
+    def signalling(*a, **k):        # SIGTERM arrives in the middle of the third step
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(train, "ensemble_batch", signalling)
+    seed_all()
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(train.Interrupted) as stop:
+        train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=1e9, progress=False, log=lines.append)
+    assert signal.getsignal(signal.SIGTERM) is previous          # the handler is restored
+    assert stop.value.signum == signal.SIGTERM and stop.value.step == 3   # the third step was finished
+    assert torch.load(tmp_path / "state.pt", weights_only=False)["step"] == 3
+    assert lines[-1].startswith("SIGTERM at step 3/8: checkpoint saved")
+    assert not list(tmp_path.glob("*.tmp"))
+
+    monkeypatch.setattr(train, "ensemble_batch", orig)
+    torch.manual_seed(999), np.random.seed(0), random.seed(0)      # the resumed process starts elsewhere
+    lines.clear()
+    resumed = train.train_units([u], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]
+    assert lines[0].startswith("resumed from step 3/8") and "trained 5 of 8 steps" in lines[-1]
+    assert _without_wall_time(resumed) == _without_wall_time(ref)  # bit-identical, curves included
+    assert torch.equal(torch.get_rng_state(), ref_rng[0])         # global RNGs continue as if never stopped
+    assert (np.random.get_state()[1] == ref_rng[1]).all() and random.getstate() == ref_rng[2]
+    assert not (tmp_path / "state.pt").exists()
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "state.pt"
+    train._save(path, {"step": 1})
+
+    def half_written(obj, f):
+        f.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", half_written)
+    with pytest.raises(OSError):
+        train._save(path, {"step": 2})
+    monkeypatch.undo()
+    assert torch.load(path, weights_only=False) == {"step": 1} and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_checkpoint_of_other_units_or_damaged_is_not_used(tmp_path):
+    torch.set_num_threads(1)
+    a, b = _unit(0, steps=4), _unit(1, steps=4)
+    lines = []
+    orig = train.ensemble_batch
+
+    def crash_at_3(*args, **kw):
+        if args[3] == 3:
+            raise RuntimeError("crash")
+        return orig(*args, **kw)
+
+    train.ensemble_batch = crash_at_3
+    try:
+        with pytest.raises(RuntimeError):
+            train.train_units([a], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False, log=lines.append)
+    finally:
+        train.ensemble_batch = orig
+    assert (tmp_path / "state.pt").exists()
+    ref_b = train.train_units([b], progress=False, log=lines.append)[0]
+    got_b = train.train_units([b], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]
+    assert any("belongs to other units" in s for s in lines)
+    assert _without_wall_time(got_b) == _without_wall_time(ref_b)
+    (tmp_path / "state.pt").write_bytes(b"not a checkpoint")
+    assert train.train_units([a], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]["curves"]
+    assert any("unreadable" in s for s in lines)
+
+
+def test_checkpoint_interval_from_the_environment(monkeypatch):
+    monkeypatch.delenv("POSBIAS_CHECKPOINT_SECONDS", raising=False)
+    assert train.checkpoint_interval() == 60.0
+    monkeypatch.setenv("POSBIAS_CHECKPOINT_SECONDS", "2.5")
+    assert train.checkpoint_interval() == 2.5
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("POSBIAS_CHECKPOINT_SECONDS", bad)
+        with pytest.raises(ValueError, match="POSBIAS_CHECKPOINT_SECONDS"):
+            train.checkpoint_interval()
+
+
 def test_ensemble_result_equals_alone():
     torch.set_num_threads(1)
     a, b = _unit(0), _unit(1)
@@ -74,3 +180,53 @@ def test_run_campaign_smoke_uses_the_store(tmp_path, monkeypatch):
     monkeypatch.setattr(train, "train_units", lambda *a, **k: calls.append(1))
     r2 = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
     assert calls == [] and r2 == r
+
+
+class _Recorder:
+    """Stands in for ``posbias.train`` in a notebook's campaign call and records what it asks for."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run_campaign(self, experiment, profile="default", **kw):
+        kw = {k: v for k, v in kw.items() if k not in ("progress", "log", "max_members")}
+        self.calls.append((experiment, profile, kw))
+
+    def run_chapter_campaign(self, chapter, params, **kw):
+        experiment, profile, overrides = train.chapter_campaign(chapter, params)
+        self.run_campaign(experiment, profile, **overrides, **kw)
+
+
+def _campaign_calls(chapter, params):
+    """Every ``train.run_campaign(...)``/``train.run_chapter_campaign(...)`` of the chapter, evaluated on ``params``."""
+    nb = jupytext.read(get_chapter(chapter).path)
+    rec = _Recorder()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "train.run_" not in cell.source:
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "train"
+                    and node.func.attr in ("run_campaign", "run_chapter_campaign")):
+                eval(compile(ast.Expression(node), chapter, "eval"), {**params, "train": rec})
+    return rec.calls
+
+
+def _units_of(experiment, profile, overrides):
+    return train.campaign_units(experiment, **{**train.PROFILES[profile], **overrides})
+
+
+from posbias.chapters import PROFILES as CHAPTER_PROFILES, chapter_ids, get_chapter  # noqa: E402
+
+
+@pytest.mark.parametrize("chapter", chapter_ids())
+def test_chapter_campaigns_match_the_notebooks(chapter):
+    """``posbias campaign`` trains what the notebook reads: the registry and the notebook's call agree."""
+    for profile in CHAPTER_PROFILES:
+        params = get_chapter(chapter).resolve(profile)
+        calls = _campaign_calls(chapter, params)
+        if chapter not in train.CHAPTER_CAMPAIGNS:
+            assert calls == [], f"{chapter} trains networks: add it to train.CHAPTER_CAMPAIGNS"
+            continue
+        assert len(calls) == 1, calls
+        assert _units_of(*calls[0]) == _units_of(*train.chapter_campaign(chapter, params)), (chapter, profile)
