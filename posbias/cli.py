@@ -71,7 +71,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_check_data(args: argparse.Namespace) -> int:
     from .checkdata import check_data
 
-    return check_data(sample=args.sample)
+    return check_data(sample=args.sample, budget_seconds=args.budget_seconds, recompute_all=args.all,
+                      experiments=args.experiment, brief=args.brief)
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
@@ -147,7 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser("check-data", help="verify data/ against its manifest and recompute a sample")
-    p.add_argument("--sample", type=int, default=2, help="committed results to recompute (0 = none)")
+    p.add_argument("--sample", type=int, default=2,
+                   help="cheapest committed results to recompute per experiment (0 = none)")
+    p.add_argument("--budget-seconds", type=float, default=120.0,
+                   help="estimated seconds (from the stored wall times) allowed for recomputation")
+    p.add_argument("--all", action="store_true", help="recompute every registered record, ignoring --sample and the budget")
+    p.add_argument("--experiment", action="append", default=None, metavar="NAME",
+                   help="recompute only this experiment (repeatable); every file is still hash-checked")
+    p.add_argument("--brief", action="store_true", help="list only recomputed, skipped or failing files")
     p.set_defaults(func=_cmd_check_data)
 
     p = sub.add_parser(

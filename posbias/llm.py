@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from . import store
+
 __all__ = [
     "SMOLLM2_FILE",
     "package_dir",
@@ -509,3 +511,11 @@ def sink_chapter(lengths: list[int], batch: int, eps: float, n_rollout: int, rol
     out["wall_s"] = time.perf_counter() - t0
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+# `posbias check-data` recomputes a stored record by calling what the chapter's store.cached calls.
+store.recomputable(
+    "sinks-real-decoder", atol=1e-6, ignore=("wall_s", "peak_rss_mb"),
+    tolerance_note=("bit-identical on the stored thread count (1); on 2 threads the rollout masses differ "
+                    "by <= 9e-8 (float32 reduction order) and the sink rates not at all, so 1e-6 absolute"),
+)(lambda params: sink_chapter(**params))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from posbias import store
 from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
 from posbias.rollout import rollout
@@ -47,6 +48,7 @@ __all__ = [
     "layer2_slope",
     "alpha0_slope_factor",
     "expansion_parameter",
+    "simulate_record",
     "cached_simulate",
     "plot_score_map",
     "noln_mean_field",
@@ -372,18 +374,23 @@ def expansion_parameter(n: int, d: int, alpha: float) -> float:
     return (n - 1) * math.exp(m + v / 2 - math.sqrt(d))
 
 
+@store.recomputable("kim-sim", atol=0.0,
+                    tolerance_note="float64 on one thread with fixed random blocks; bit-identical on 1 and 2 threads")
+def simulate_record(params: dict) -> dict:
+    """The stored result of experiment ``kim-sim`` for ``params`` (the full keyword set of :func:`simulate`).
+
+    The compute of :func:`cached_simulate`, and what ``posbias check-data`` re-runs: one torch thread.
+    """
+    torch.set_num_threads(1)
+    return simulate(**params).to_dict()
+
+
 def cached_simulate(version: int = 1, **params) -> SimResult:
     """:func:`simulate` through ``store.cached`` (experiment ``kim-sim``), so committed runs are read from ``data/``."""
-    from posbias import store
-
     full = {**dict(n=10, d=64, alpha=0.0, depth=4, sims=100_000, layernorm=True, residual=False,
                    rope_base=None, decay=None, seed=0), **params}
-
-    def compute() -> dict:
-        torch.set_num_threads(1)
-        return simulate(**full).to_dict()
-
-    return SimResult.from_dict(store.cached("kim-sim", full, compute, version=version, seeds=[full["seed"]]))
+    return SimResult.from_dict(store.cached("kim-sim", full, lambda: simulate_record(full), version=version,
+                                            seeds=[full["seed"]]))
 
 
 def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None = None, cmap: str = "viridis",

@@ -22,13 +22,15 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sha256_file
 
 __all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write_text",
-           "to_jsonable", "load_manifest", "verify_data", "locked"]
+           "to_jsonable", "load_manifest", "verify_data", "locked", "RECOMPUTE", "Recompute",
+           "recomputable"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -228,14 +230,46 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
     return problems
 
 
-# Cheap recomputations for `posbias check-data`: experiment name -> function(params) -> result.
-RECOMPUTE: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+# Recomputations for `posbias check-data`: experiment name -> how to recompute one stored record.
+@dataclass(frozen=True)
+class Recompute:
+    """How ``posbias check-data`` recomputes a stored record of one experiment and compares it.
+
+    ``fn(params) -> result`` must call the very function whose output ``store.cached`` stored.
+    A fresh number ``f`` agrees with the stored ``s`` when ``|f - s| <= atol + rtol |s|`` (both zero:
+    bit-identical); non-numbers must be equal, shapes and keys must match. ``ignore`` names top-level
+    result keys that are measurements of the run, not results (wall times, memory, ensemble size).
+    ``cost(record)`` estimates the seconds a recomputation takes (default: the stored wall time).
+    """
+
+    fn: Callable[[dict[str, Any]], dict[str, Any]]
+    atol: float = 0.0
+    rtol: float = 0.0
+    ignore: tuple[str, ...] = ()
+    cost: Callable[[dict[str, Any]], float] | None = None
+    tolerance_note: str = ""
+
+    def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self.fn(params)
+
+    def estimate(self, record: dict[str, Any]) -> float:
+        """Estimated seconds to recompute ``record``."""
+        if self.cost is not None:
+            return float(self.cost(record))
+        return float(record.get("provenance", {}).get("wall_seconds") or 0.0)
 
 
-def recomputable(experiment: str):
-    """Register ``fn(params) -> result`` as the way to recompute ``experiment`` (used by check-data)."""
+RECOMPUTE: dict[str, Recompute] = {}
+
+
+def recomputable(experiment: str, *, atol: float = 0.0, rtol: float = 0.0, ignore: tuple[str, ...] = (),
+                 cost: Callable[[dict[str, Any]], float] | None = None, tolerance_note: str = ""):
+    """Register ``fn(params) -> result`` as the way to recompute ``experiment`` (used by check-data).
+
+    Returns ``fn`` unchanged; see :class:`Recompute` for the tolerance and the other options.
+    """
     def deco(fn):
-        RECOMPUTE[experiment] = fn
+        RECOMPUTE[experiment] = Recompute(fn, float(atol), float(rtol), tuple(ignore), cost, tolerance_note)
         return fn
     return deco
 

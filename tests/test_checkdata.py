@@ -1,0 +1,129 @@
+"""`posbias check-data`: tampering is caught, a recomputation that differs is caught, real records reproduce.
+
+Every test works on a copy of data/ in a temporary folder; the real data/ is never written.
+"""
+import json
+import shutil
+
+import pytest
+
+from posbias import checkdata, store
+from posbias.provenance import ROOT
+
+
+@pytest.fixture()
+def data_copy(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data)
+    monkeypatch.setattr(store, "DATA", data)
+    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    monkeypatch.delenv("POSBIAS_RUN_DIR", raising=False)
+    checkdata._import_registrations()
+    return data
+
+
+def _cheapest(data, experiment):
+    spec = store.RECOMPUTE[experiment]
+    recs = [(spec.estimate(json.loads(p.read_text())), p.name, p) for p in (data / experiment).glob("*.json")]
+    return min(recs)[2]
+
+
+def _row(rows, path, data):
+    name = str(path.relative_to(data))
+    return next(r for r in rows if r.file == name)
+
+
+def test_every_experiment_is_registered_or_explained(data_copy):
+    exps = {p.name for p in data_copy.iterdir() if p.is_dir()}
+    assert exps, "data/ has no experiments"
+    for exp in exps:
+        assert exp in store.RECOMPUTE or exp in checkdata.NOT_RECOMPUTABLE, exp
+
+
+def test_tampered_file_fails(data_copy, capsys):
+    path = _cheapest(data_copy, "kim-sim")
+    rec = json.loads(path.read_text())
+    rec["result"]["sims"] += 1  # an edit that keeps valid JSON
+    path.write_text(json.dumps(rec))
+    assert checkdata.check_data(sample=0) != 0
+    out = capsys.readouterr()
+    assert "SHA-256 differs from the manifest" in out.err and path.name in out.err
+
+
+def test_file_missing_from_manifest_fails(data_copy):
+    manifest = json.loads((data_copy / "manifest.json").read_text())
+    manifest.pop(next(iter(manifest)))
+    (data_copy / "manifest.json").write_text(json.dumps(manifest))
+    rows = checkdata.run_checks(sample=0, log=lambda *a: None)
+    assert [r.verdict for r in rows if r.bad] == ["FAIL: not in data/manifest.json"]
+
+
+def test_perturbed_recomputation_fails(data_copy, monkeypatch, capsys):
+    path = _cheapest(data_copy, "kim-sim")
+    stored = json.loads(path.read_text())["result"]
+
+    def perturbed(params):
+        out = json.loads(json.dumps(stored))
+        out["attn_mean"][-1][-1][0] += 1e-9
+        return out
+
+    spec = store.RECOMPUTE["kim-sim"]
+    monkeypatch.setitem(store.RECOMPUTE, "kim-sim", store.Recompute(perturbed, spec.atol, spec.rtol, spec.ignore))
+    code = checkdata.check_data(sample=1, experiments=["kim-sim"])
+    assert code != 0
+    assert "differs from the committed result" in capsys.readouterr().err
+    rows = checkdata.run_checks(sample=1, experiments=["kim-sim"], log=lambda *a: None)
+    row = _row(rows, path, data_copy)
+    assert row.recomputed == "yes" and row.bad and row.max_abs == pytest.approx(1e-9, rel=1e-3)
+
+
+def test_unperturbed_fake_recomputation_passes_and_ignores_timings(data_copy, monkeypatch):
+    path = _cheapest(data_copy, "wu-units")
+    stored = json.loads(path.read_text())["result"]
+    fake = {**stored, "train_seconds_ensemble": 0.0, "ensemble_size": 1}
+    spec = store.RECOMPUTE["wu-units"]
+    monkeypatch.setitem(store.RECOMPUTE, "wu-units", store.Recompute(lambda p: fake, spec.atol, spec.rtol,
+                                                                     spec.ignore, spec.cost))
+    rows = checkdata.run_checks(sample=1, experiments=["wu-units"], log=lambda *a: None)
+    row = _row(rows, path, data_copy)
+    assert row.recomputed == "yes" and row.verdict == "ok" and row.max_abs == 0
+
+
+def test_sample_is_cheapest_first_and_within_budget(data_copy, monkeypatch):
+    calls = []
+    for exp, spec in list(store.RECOMPUTE.items()):
+        monkeypatch.setitem(store.RECOMPUTE, exp, store.Recompute(
+            lambda p, exp=exp: calls.append(exp) or {}, spec.atol, spec.rtol, spec.ignore, spec.cost))
+    rows = checkdata.run_checks(sample=2, budget_seconds=1e9, log=lambda *a: None)
+    chosen = [r for r in rows if r.recomputed == "yes"]
+    for exp in ("kim-sim", "wu-units"):
+        mine = sorted((r for r in rows if r.experiment == exp and r.estimate is not None),
+                      key=lambda r: (r.estimate, r.file))
+        assert [r.file for r in chosen if r.experiment == exp] == sorted(r.file for r in mine[:2])
+    rows = checkdata.run_checks(sample=2, budget_seconds=0.0, log=lambda *a: None)
+    assert not any(r.recomputed == "yes" for r in rows) and any(r.recomputed == "budget" for r in rows)
+
+
+def test_compare_tolerance_and_shape():
+    assert checkdata.compare({"a": [1.0, float("nan")]}, {"a": [1.0, float("nan")]}).ok
+    assert not checkdata.compare({"a": [1.0, 2.0]}, {"a": [1.0]}).ok
+    assert not checkdata.compare({"a": 1.0}, {"a": 1.0, "b": 2}).ok
+    c = checkdata.compare({"a": 1.0 + 1e-7}, {"a": 1.0}, atol=1e-6)
+    assert c.ok and c.max_abs == pytest.approx(1e-7)
+    assert not checkdata.compare({"a": 1.0 + 1e-7}, {"a": 1.0}).ok
+    assert checkdata.compare({"a": 1.0, "t": 5.0}, {"a": 1.0, "t": 3.0}, ignore=("t",)).ok
+    extra = checkdata.compare({"a": 1.0, "new": [0.0]}, {"a": 1.0})
+    assert extra.ok and "new" in extra.notes[0]
+
+
+@pytest.mark.parametrize("experiment", ["kim-sim", "wu-units"])
+def test_cheapest_record_reproduces(data_copy, experiment):
+    """The committed code recomputes the cheapest committed record (a few seconds each)."""
+    path = _cheapest(data_copy, experiment)
+    rows = checkdata.run_checks(sample=1, budget_seconds=60.0, experiments=[experiment], log=lambda *a: None)
+    row = _row(rows, path, data_copy)
+    assert row.recomputed == "yes", row
+    assert row.verdict == "ok", (row.verdict, row.notes)
+    assert not any(r.bad for r in rows)
