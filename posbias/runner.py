@@ -172,6 +172,26 @@ def _execute_interruptibly(execute: Callable[[], None]) -> tuple[BaseException |
     return box.get("error"), (received[0] if received else None)
 
 
+def _show_one_parameters_cell(nb_path: Path) -> None:
+    """Papermill keeps the chapter's ``parameters`` cell (the defaults) and adds an
+    ``injected-parameters`` cell (this run's values) after it; the book shows only the latter."""
+    import nbformat
+
+    if not nb_path.exists():
+        return
+    nb = nbformat.read(nb_path, as_version=4)
+    tags = [c.get("metadata", {}).get("tags", []) for c in nb.cells]
+    if not any("injected-parameters" in t for t in tags):
+        return
+    for cell, t in zip(nb.cells, tags):
+        if "parameters" in t and "remove-cell" not in t:
+            cell.setdefault("metadata", {})["tags"] = [*t, "remove-cell"]
+        if "injected-parameters" in t and not cell.source.startswith("# Parameters of this run"):
+            cell.source = cell.source.replace("# Parameters", "# Parameters of this run (the defaults and "
+                                              "allowed values are in the box at the end of the page)", 1)
+    atomic_write_text(nb_path, nbformat.writes(nb))
+
+
 def run_chapter(
     chapter_id: str,
     overrides: dict[str, Any] | None = None,
@@ -234,6 +254,7 @@ def run_chapter(
             else:
                 os.environ[k] = v
     wall = time.perf_counter() - t0
+    _show_one_parameters_cell(nb_path)
 
     interrupted = error is not None and stopped_by is not None
     record_path = out / "_record.json"

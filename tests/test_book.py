@@ -112,3 +112,11 @@ def test_every_saved_figure_is_shown_on_its_page(smoke_book):
                  if (page_dir / s).resolve().is_file()}
         for fig in res["figures"]:
             assert fig["files"]["png"]["sha256"] in shown, f"{cid}: figure {fig['name']} is not shown on its page"
+
+
+def test_one_parameters_cell_is_shown(smoke_book):
+    """Papermill's cell with this run's values is shown; the chapter's own cell of defaults is not."""
+    for cid in toc_chapters():
+        page = (smoke_book["html"] / "book" / "_executed" / cid / f"{cid}.html").read_text()
+        assert page.count("tag_injected-parameters") == 1, cid
+        assert "tag_parameters" not in page.replace("tag_injected-parameters", ""), cid
