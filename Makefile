@@ -28,8 +28,26 @@ $(STAMP): pyproject.toml constraints.txt
 book: install
 	$(BIN)/posbias build --profile default --jobs 2
 
-pdf: install
+# The PDF: Sphinx's LaTeX through XeLaTeX, from the default-profile executions, into _build/latex/posbias.pdf.
+pdf: install tex
 	$(BIN)/posbias build --profile default --jobs 2 --builder pdflatex
+
+# Debian's TeX for `make pdf` and its test (about 350 MB; Jupyter Book's own LaTeX class would need
+# texlive-fonts-extra, 1.4 GB). Installed with apt-get, as root or through sudo; nothing else is fetched.
+TEX_DEBS := texlive-xetex texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended \
+            fonts-freefont-otf latexmk poppler-utils
+.PHONY: tex
+tex:
+	@if command -v dpkg-query >/dev/null 2>&1; then \
+	  dpkg-query -W -f='$${Status}\n' $(TEX_DEBS) 2>/dev/null | grep -c '^install ok installed$$' | grep -qx "$(words $(TEX_DEBS))"; \
+	else command -v xelatex >/dev/null 2>&1 && command -v latexmk >/dev/null 2>&1; fi || { \
+	  echo "Installing Debian's TeX packages for the PDF: $(TEX_DEBS)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q --no-install-recommends $(TEX_DEBS) >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends $(TEX_DEBS) >/dev/null 2>&1; } || \
+	  { echo "error: could not install the TeX packages for the PDF. As root, on Debian or Ubuntu:" >&2; \
+	    echo "  apt-get install --no-install-recommends $(TEX_DEBS)" >&2; exit 1; }; }
 
 check-data: install
 	$(BIN)/posbias check-data

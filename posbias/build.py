@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +16,8 @@ import yaml
 
 from .provenance import ROOT, canonical_json, git_state, source_date_epoch
 
-__all__ = ["EXECUTED", "toc_chapters", "run_all", "write_generated_pages", "jupyter_book", "build"]
+__all__ = ["EXECUTED", "toc_chapters", "run_all", "write_generated_pages", "jupyter_book", "build", "build_pdf",
+           "pdf_path", "latex_problems"]
 
 EXECUTED = ROOT / "book" / "_executed"
 GENERATED = ("status", "how-to-cite")
@@ -100,11 +103,83 @@ def jupyter_book(builder: str = "html") -> int:
     exe = Path(sys.executable).parent / "jupyter-book"
     cmd = [str(exe), "build", str(ROOT), "--builder", builder, "-W", "-n", "--keep-going"]
     env = dict(os.environ, SOURCE_DATE_EPOCH=source_date_epoch(), PYTHONHASHSEED="0")
+    if builder == "pdflatex":
+        # latexmk (run by Sphinx's Makefile) passes $LATEXOPTS to xelatex: never stop at TeX's prompt; a real
+        # error still makes xelatex, latexmk and jupyter-book exit non-zero.
+        env["LATEXOPTS"] = "-interaction=nonstopmode -file-line-error -halt-on-error"
+        # latexmk keeps the state of a failed run in _build/latex and would not run again ("nothing to do").
+        shutil.rmtree(ROOT / "_build" / "latex", ignore_errors=True)
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 
+# ---------------------------------------------------------------- the PDF (XeLaTeX, `make pdf`)
+
+PDF_TOOLS = ("xelatex", "latexmk")
+TEX_DEBS = ("texlive-xetex texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended "
+            "fonts-freefont-otf latexmk")
+
+
+def pdf_path() -> Path:
+    """``_build/latex/<targetname>.pdf``, the target name from ``latex.latex_documents`` of ``_config.yml``."""
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text()) or {}
+    target = ((cfg.get("latex") or {}).get("latex_documents") or {}).get("targetname", "book.tex")
+    return ROOT / "_build" / "latex" / (Path(target).stem + ".pdf")
+
+
+def latex_problems(log: Path) -> dict[str, list[str]]:
+    """What went wrong in a XeLaTeX log: errors, glyphs missing from the fonts, undefined references, content
+    cut off a page. Only errors fail the build; the rest is printed (and tests/test_pdf.py asserts on it)."""
+    lines: list[str] = []
+    wrapped = False
+    for line in (log.read_text(encoding="utf-8", errors="replace") if log.exists() else "").splitlines():
+        if wrapped:                 # TeX breaks the lines of its log at 79 characters: join them again
+            lines[-1] += line
+        else:
+            lines.append(line)
+        wrapped = len(line) == 79
+    text = "\n".join(lines)
+    return {
+        "errors": re.findall(r"^(?:! .*|\S+\.tex:\d+: .*)$", text, flags=re.M),
+        "missing characters": sorted(set(re.findall(r"^Missing character: There is no .*$", text, flags=re.M))),
+        "undefined references": sorted(set(
+            re.findall(r"^LaTeX Warning: (?:Hyper )?[Rr]eference `[^']*' .*undefined.*$", text, flags=re.M)
+            + re.findall(r"^LaTeX Warning: Citation `[^']*' .*undefined.*$", text, flags=re.M)
+            + re.findall(r"^LaTeX Warning: There were undefined references\.$", text, flags=re.M))),
+        # a box taller than the page (a table that cannot break): what does not fit is cut off
+        "content cut off a page": re.findall(r"^Overfull \\vbox .* has occurred while \\output is active.*$",
+                                             text, flags=re.M),
+    }
+
+
+def build_pdf() -> int:
+    """Build ``_build/latex/posbias.pdf`` from the executed chapters already in ``book/_executed``."""
+    missing = [t for t in PDF_TOOLS if shutil.which(t) is None]
+    if missing:
+        print(f"posbias build: {' and '.join(missing)} not found; the PDF needs Debian's {TEX_DEBS} "
+              "(`make pdf` installs them with apt-get)", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    code = jupyter_book("pdflatex")
+    pdf = pdf_path()
+    problems = latex_problems(pdf.with_suffix(".log"))
+    for kind, lines in problems.items():
+        if lines:
+            print(f"posbias build: LaTeX {kind} ({len(lines)}):\n  " + "\n  ".join(lines[:20]), file=sys.stderr)
+    if code != 0 or not pdf.exists():
+        print(f"posbias build: the PDF build failed (exit {code}); see {pdf.with_suffix('.log')}", file=sys.stderr)
+        return code or 1
+    print(f"posbias build: PDF written in {time.perf_counter() - t0:.0f} s: {pdf}", flush=True)
+    return 0
+
+
 def build(profile: str = "default", jobs: int = 1, builder: str = "html", chapters: list[str] | None = None) -> int:
-    """Run the chapters of the table of contents and build the book. Returns an exit status."""
+    """Run the chapters of the table of contents and build the book. Returns an exit status.
+
+    ``builder`` is ``html`` (``_build/html``), ``latex`` (the LaTeX sources in ``_build/latex``) or ``pdflatex``
+    (those sources through XeLaTeX into ``_build/latex/posbias.pdf``).
+    """
+    if builder == "pdflatex" and any(shutil.which(t) is None for t in PDF_TOOLS):
+        return build_pdf()          # says what is missing, before hours of execution
     all_chapters = toc_chapters()
     todo = chapters or all_chapters
     t0 = time.perf_counter()
@@ -114,15 +189,16 @@ def build(profile: str = "default", jobs: int = 1, builder: str = "html", chapte
     bad = {c: k for c, k in codes.items() if k != 0}
     if bad:
         print(f"posbias build: chapters that did not pass: {bad} (1 = raised, 3 = a check failed)", file=sys.stderr)
-    code = jupyter_book(builder)
+    code = build_pdf() if builder == "pdflatex" else jupyter_book(builder)
     wall = time.perf_counter() - t0
     if code != 0:
         print(f"posbias build: jupyter-book failed (exit {code}) after {wall:.0f} s", file=sys.stderr)
         return code
     if bad:
         return 3 if all(k == 3 for k in bad.values()) else 1
-    where = ROOT / "_build" / ("html/index.html" if builder == "html" else builder)
-    print(f"posbias build: done in {wall:.0f} s. Open the book: {where}", flush=True)
+    where = {"html": ROOT / "_build" / "html" / "index.html", "pdflatex": pdf_path()}.get(builder, ROOT / "_build" / builder)
+    what = "Open the PDF" if builder == "pdflatex" else "Open the book"
+    print(f"posbias build: done in {wall:.0f} s. {what}: {where}", flush=True)
     return 0
 
 
