@@ -75,28 +75,38 @@ def footer_markdown(chapter_id: str, params: dict[str, Any], figures: list[dict[
 
 
 def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
+    """The generated *Status* page: one row per chapter, then each chapter's checks and the data it read.
+
+    The table is a ``list-table`` of class ``longtable`` so that it also breaks across pages in the PDF."""
     git = git_state()
     lines = ["# Status of this build", "",
              f"Every chapter below was executed for this build with the `{profile}` profile at commit "
              f"`{git['commit']}`{' (with uncommitted changes)' if git['dirty'] else ''}. Each check is an assertion "
              "comparing a measured number with a derived one; a failed check stops the build.", "",
-             "| chapter | profile | status | checks | wall time (s) | device | data read |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "```{list-table}", ":header-rows: 1", ":class: longtable", "",
+             "* - chapter", "  - profile", "  - status", "  - checks", "  - wall time (s)", "  - device",
+             "  - data files read"]
     detail = []
     for cid, res in results.items():
         if res is None:
-            lines.append(f"| {cid} | | not run | | | | |")
+            lines += [f"* - {cid}", "  -", "  - not run", "  -", "  -", "  -", "  -"]
             continue
         checks = res["checks"]
         ok = sum(c["passed"] for c in checks)
         prov = res["provenance"]
-        data = "<br>".join(f"`{d['path']}` ({d['source']}, {d['sha256'][:12]})" for d in res.get("data", [])) or "none"
-        lines.append(f"| [{cid}](./{cid}/{cid}.ipynb) | {res['profile']} | {res['status']} | {ok}/{len(checks)} | "
-                     f"{prov['wall_seconds']} | {prov.get('device', '')} | {data} |")
-        detail += [f"## {cid}", ""] + [
-            f"- {'{bdg-success}`pass`' if c['passed'] else '{bdg-danger}`FAIL`'} `{c['name']}`: {c['claim']}" for c in checks] + [""]
-    return "\n".join(lines + ["", "## Checks, chapter by chapter", ""] + [
-        ln.replace("## ", "### ", 1) if ln.startswith("## ") else ln for ln in detail]) + "\n"
+        data = res.get("data", [])
+        sources = sorted({d["source"] for d in data})
+        lines += [f"* - [{cid}](./{cid}/{cid}.ipynb)", f"  - {res['profile']}", f"  - {res['status']}",
+                  f"  - {ok}/{len(checks)}", f"  - {prov['wall_seconds']}", f"  - {prov.get('device', '')}",
+                  f"  - {len(data)} ({', '.join(sources)})" if data else "  - none"]
+        detail += [f"### {cid}", ""] + [
+            f"- {'{bdg-success}`pass`' if c['passed'] else '{bdg-danger}`FAIL`'} `{c['name']}`: {c['claim']}"
+            for c in checks] + [""]
+        if data:
+            detail += ["Data files read (path, source, SHA-256):", ""] + [
+                f"- `{d['path']}` ({d['source']}, `{d['sha256'][:16]}`)" for d in data] + [""]
+    lines.append("```")
+    return "\n".join(lines + ["", "## Checks and data, chapter by chapter", ""] + detail) + "\n"
 
 
 def citation_page(results: dict[str, dict[str, Any] | None]) -> str:

@@ -1,0 +1,61 @@
+"""posbias.cite: the Re-run and Cite boxes, and the generated status and how-to-cite pages."""
+import shlex
+
+import pytest
+
+from posbias.chapters import chapter_ids, get_chapter
+from posbias.cite import figure_bibtex, footer_markdown, rerun_command, status_page
+
+
+@pytest.mark.parametrize("cid", chapter_ids())
+@pytest.mark.parametrize("profile", ["smoke", "default"])
+def test_the_rerun_command_reproduces_the_parameters(cid, profile):
+    """Typing the printed command resolves to exactly the parameters of the run it was printed for."""
+    ch = get_chapter(cid)
+    if profile not in ch.profiles and profile != "default":
+        pytest.skip(f"{cid} has no {profile} profile")
+    params = ch.resolve(profile)
+    words = shlex.split(rerun_command(cid, params, {n: p.default for n, p in ch.params.items()}))
+    assert words[:3] == ["posbias", "run", cid]
+    overrides = {}
+    for i in range(3, len(words), 3):
+        assert words[i] == "-p"
+        overrides[words[i + 1]] = words[i + 2]
+    assert ch.resolve("default", overrides) == params
+
+
+def _result(cid, passed=True, data=()):
+    return {"title": cid, "profile": "smoke", "status": "ok" if passed else "failed-checks",
+            "checks": [{"name": "c1", "claim": "a claim", "passed": passed, "value": 1, "expected": 1}],
+            "figures": [], "data": list(data),
+            "provenance": {"wall_seconds": 1.5, "device": "cpu"}}
+
+
+def test_status_page_lists_every_chapter_its_checks_and_data():
+    data = [{"path": "data/x/1.json", "sha256": "a" * 64, "source": "committed"}]
+    page = status_page({"wu-thm-4-1": _result("wu-thm-4-1"), "wu-fig-2": _result("wu-fig-2", False, data),
+                        "kim-thm-1": None}, "smoke")
+    assert page.startswith("# Status of this build")
+    assert ":class: longtable" in page and "<br>" not in page  # breaks across PDF pages
+    assert "* - [wu-thm-4-1](./wu-thm-4-1/wu-thm-4-1.ipynb)" in page
+    assert "  - not run" in page
+    assert "{bdg-danger}`FAIL` `c1`" in page and "{bdg-success}`pass` `c1`" in page
+    assert "`data/x/1.json` (committed, `aaaaaaaaaaaaaaaa`)" in page
+
+
+def test_figure_entry_pins_commit_and_hash():
+    fig = {"name": "wu-thm-4-1-rollout", "caption": "c",
+           "files": {"png": {"path": "figures/wu-thm-4-1-rollout.png", "sha256": "b" * 64}},
+           "provenance": {"commit": "c" * 40, "parameters": {"depth": 3}}}
+    entry = figure_bibtex("wu-thm-4-1", fig, "Theorem 4.1")
+    assert entry.startswith("@misc{") and entry.rstrip().endswith("}")
+    assert "b" * 16 in entry and "c" * 12 in entry
+
+
+def test_footer_shows_the_command_and_every_parameter():
+    ch = get_chapter("wu-thm-4-1")
+    params = ch.resolve("smoke")
+    md = footer_markdown("wu-thm-4-1", params, [], "smoke")
+    assert "Re-run this chapter" in md and rerun_command("wu-thm-4-1", params, {n: p.default for n, p in ch.params.items()}) in md
+    for name in ch.params:
+        assert f"| `{name}` |" in md
