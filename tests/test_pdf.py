@@ -109,9 +109,7 @@ def test_latex_log_is_clean(smoke_pdf):
     assert not problems["undefined references"], problems["undefined references"][:10]
 
 
-@pytest.mark.xfail(reason="the status page's table (posbias/cite.py status_page) is one tabulary taller than a page: "
-                          "LaTeX cuts off its last rows; it needs `:class: longtable` (and no <br>, which LaTeX drops)",
-                   strict=False)
 def test_no_content_cut_off_a_page(smoke_pdf):
+    """A table that cannot break (tabulary, not longtable) and is taller than a page loses its last rows."""
     assert smoke_pdf["texlog"].exists(), smoke_pdf["log"][-3000:]
     assert not latex_problems(smoke_pdf["texlog"])["content cut off a page"]
