@@ -72,6 +72,9 @@ class _Glued:
     def _repr_png_(self) -> bytes:
         return self.png.read_bytes()
 
+    def _repr_pdf_(self) -> bytes:  # the PDF book takes the vector file (HTML shows the PNG)
+        return self.png.with_suffix(".pdf").read_bytes()
+
     def __repr__(self) -> str:
         return self.caption or self.png.name
 
