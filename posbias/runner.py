@@ -172,6 +172,19 @@ def _execute_interruptibly(execute: Callable[[], None]) -> tuple[BaseException |
     return box.get("error"), (received[0] if received else None)
 
 
+def _ipc_kernel_manager() -> type:
+    from jupyter_client.manager import KernelManager
+
+    class IPCKernelManager(KernelManager):
+        """The kernel talks to the runner over local (Unix-socket) IPC, not unencrypted TCP ports."""
+
+        def __init__(self, **kw: Any) -> None:
+            kw.setdefault("transport", "ipc")
+            super().__init__(**kw)
+
+    return IPCKernelManager
+
+
 def _show_one_parameters_cell(nb_path: Path) -> None:
     """Papermill keeps the chapter's ``parameters`` cell (the defaults) and adds an
     ``injected-parameters`` cell (this run's values) after it; the book shows only the latter."""
@@ -244,6 +257,7 @@ def run_chapter(
             nb, str(nb_path), parameters=params, kernel_name=KERNEL, language="python",
             progress_bar=not quiet and sys.stderr.isatty(), log_output=False, cwd=str(ROOT / "notebooks"),
             execution_timeout=timeout, request_save_on_cell_execute=True, start_timeout=120,
+            kernel_manager_class=_ipc_kernel_manager(),
         ))
         if error is not None and not isinstance(error, Exception):
             raise error

@@ -53,6 +53,8 @@ def test_run_writes_notebook_figures_and_results(tree, tmp_path):
     out = tmp_path / "some" / "dir"
     proc = run(tree, "run", "wu-thm-4-1", "--profile", "smoke", "-p", "n_tokens", "20", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
+    assert "without encryption" not in proc.stderr  # the kernel is reached over local IPC, not open TCP ports
+    assert not [p for p in (tree / "notebooks").iterdir() if p.suffix != ".md"], "the run left files in notebooks/"
     assert (out / "wu-thm-4-1.ipynb").exists()
     for ext in ("png", "svg", "pdf"):
         assert (out / "figures" / f"wu-thm-4-1-rollout.{ext}").stat().st_size > 1000
