@@ -113,14 +113,14 @@ def note_figure(entry: dict[str, Any]) -> None:
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw: Any):
     """A tqdm bar on stderr with an estimate; in an executed notebook it updates rarely (every 10 s)."""
-    from tqdm.auto import tqdm
-
     if os.environ.get("POSBIAS_RUN_DIR"):
         # inside papermill: a plain text bar on stderr, few updates, so the book's output stays short
         from tqdm import tqdm as plain
 
         return plain(iterable, total=total, desc=desc, file=sys.stderr, mininterval=10, ascii=True,
                      disable=os.environ.get("POSBIAS_NO_PROGRESS") == "1", **kw)
+    from tqdm.auto import tqdm  # a widget in Jupyter; imported only here (it warns when widgets are missing)
+
     return tqdm(iterable, total=total, desc=desc, **kw)
 
 

@@ -200,8 +200,7 @@ def _show_one_parameters_cell(nb_path: Path) -> None:
         if "parameters" in t and "remove-cell" not in t:
             cell.setdefault("metadata", {})["tags"] = [*t, "remove-cell"]
         if "injected-parameters" in t and not cell.source.startswith("# Parameters of this run"):
-            cell.source = cell.source.replace("# Parameters", "# Parameters of this run (the defaults and "
-                                              "allowed values are in the box at the end of the page)", 1)
+            cell.source = cell.source.replace("# Parameters", "# Parameters of this run (defaults: the box at the end)", 1)
     atomic_write_text(nb_path, nbformat.writes(nb))
 
 

@@ -259,8 +259,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=u0.steps, initial=start, desc=f"depth {u0.depth} x {E} members", leave=False)
+        from .report import progress as _progress  # rare plain-text updates inside an executed notebook
+        bar = _progress(total=u0.steps, initial=start, desc=f"depth {u0.depth} x {E} members", leave=False)
     t_last, t0 = time.monotonic(), time.perf_counter() - wall
     t_run = time.perf_counter()
     done = start

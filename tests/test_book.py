@@ -72,6 +72,7 @@ def test_no_raw_errors_in_html(smoke_book):
         assert "Traceback (most recent call last)" not in text, page
         assert not re.search(r"sd-bg-danger[^>]*>\s*FAIL", text), page
         assert "&lt;Figure size" not in text, f"{page}: a figure rendered as its text form"
+        assert not re.search(r"\w+Warning: ", text), f"{page}: a warning in an output"
 
 
 def test_checks_render_as_badges_and_footer_boxes(smoke_book):
