@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -172,14 +173,15 @@ def _execute_interruptibly(execute: Callable[[], None]) -> tuple[BaseException |
     return box.get("error"), (received[0] if received else None)
 
 
-def _ipc_kernel_manager() -> type:
+def _ipc_kernel_manager(socket_dir: Path) -> type:
+    """A kernel manager whose kernel talks to the runner over Unix sockets in ``socket_dir`` (private to
+    this run, so concurrent runs never share a socket), not over unencrypted TCP ports."""
     from jupyter_client.manager import KernelManager
 
     class IPCKernelManager(KernelManager):
-        """The kernel talks to the runner over local (Unix-socket) IPC, not unencrypted TCP ports."""
-
         def __init__(self, **kw: Any) -> None:
             kw.setdefault("transport", "ipc")
+            kw.setdefault("ip", str(socket_dir / "k"))
             super().__init__(**kw)
 
     return IPCKernelManager
@@ -251,16 +253,18 @@ def run_chapter(
     started, t0 = now_iso(), time.perf_counter()
     error: Exception | None = None
     stopped_by: int | None = None
+    socket_dir = Path(tempfile.mkdtemp(prefix="posbias-kernel-"))  # short: Unix socket paths are limited
     try:
         error, stopped_by = _execute_interruptibly(lambda: pm.execute_notebook(
             nb, str(nb_path), parameters=params, kernel_name=KERNEL, language="python",
             progress_bar=not quiet and sys.stderr.isatty(), log_output=False, cwd=str(ROOT / "notebooks"),
             execution_timeout=timeout, request_save_on_cell_execute=True, start_timeout=120,
-            kernel_manager_class=_ipc_kernel_manager(),
+            kernel_manager_class=_ipc_kernel_manager(socket_dir),
         ))
         if error is not None and not isinstance(error, Exception):
             raise error
     finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
