@@ -81,3 +81,20 @@ def test_constraint_language_is_restricted():
         _compile_rule("__import__('os').system('true')")
     with pytest.raises(ValueError):
         _compile_rule("n.__class__")
+
+
+@pytest.mark.parametrize("cid, overrides, pattern", [
+    ("wu-center-nodes", {"n_tokens": "8", "window": "9"}, r"window = 9, n_tokens = 8.*must fit in the sequence"),  # window wider than N
+    ("wu-center-nodes", {"window": "0"}, r"window.*below the minimum"),                          # a window of 0
+    ("wu-center-nodes", {"n_tokens": "8", "prefix": "8"}, r"prefix = 8.*must fit in the sequence"),  # K >= N
+    ("wu-thm-4-3", {"n_grid": "8,16", "k_grid": "8"}, r"prefix must be shorter than the sequence"),
+    ("wu-thm-4-7", {"d_model": "63"}, r"RoPE needs an even width"),                               # odd RoPE width
+    ("kim-beyond-rope", {"d": "15"}, r"d must be even"),
+    ("wu-fig-2", {"seeds": ""}, r"seeds.*empty"),                                                # zero seeds
+    ("wu-fig-2", {"steps": "10", "eval_every": "10"}, r"evaluate at least twice"),
+    ("sinks-streaming", {"sinks": "1,2"}, r"window-only cache"),
+])
+def test_impossible_combinations_in_real_chapters_are_refused(cid, overrides, pattern):
+    """The refusals issue 8 names, on the chapters that declare them (the CLI turns each into exit 2)."""
+    with pytest.raises(ParamError, match=pattern):
+        get_chapter(cid).resolve("default", overrides)
