@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from .attention import masked_softmax
 from .model import EnsembleNet
 from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
@@ -74,6 +75,14 @@ def sink_alpha(attn: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """
     m = mask.to(attn.dtype)
     return (attn * m).sum(-2) / m.sum(-2)
+
+
+def uniform_sink_alpha(mask: torch.Tensor) -> torch.Tensor:
+    """``alpha_k`` of uniform attention under ``mask`` (every query spreads evenly over the keys it
+    sees): the baseline a sink must exceed. ``mask`` ``(T, T)`` boolean; returns ``(T,)`` float64.
+    Under a causal mask ``alpha_1 = H_T / T`` (harmonic number)."""
+    uniform = masked_softmax(torch.zeros(mask.shape, dtype=torch.float64), mask)
+    return sink_alpha(uniform, mask)
 
 
 def sink_share(attn: torch.Tensor, mask: torch.Tensor, threshold: float = 0.3) -> torch.Tensor:

@@ -88,9 +88,10 @@ def _failure_summary(err: Exception) -> str:
     return f"cell [{cell}] raised {ename}: {evalue}\n  at {loc}"
 
 
-def _kernel_pids() -> list[int]:
-    """The Jupyter kernels this process started (children running ipykernel), from /proc."""
-    me, out = os.getpid(), []
+def kernel_pids(parent: int | None = None) -> list[int]:
+    """The Jupyter kernels process ``parent`` (default: this one) started: its children running
+    ipykernel, read from /proc (empty where there is no /proc)."""
+    me, out = parent or os.getpid(), []
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -108,7 +109,7 @@ def _kernel_pids() -> list[int]:
 
 
 def _signal_kernels(sig: int) -> None:
-    for pid in _kernel_pids():
+    for pid in kernel_pids():
         try:
             os.killpg(pid, sig)     # jupyter_client starts each kernel in its own session (pgid = pid)
         except (ProcessLookupError, PermissionError):

@@ -24,7 +24,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sha256_file
 
@@ -64,14 +64,16 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Call ``write(f)`` on a temporary file in ``path``'s folder, fsync it, then ``os.replace`` it onto
+    ``path``: a reader sees the old file or the whole new one, never a part. The temporary file is
+    removed if ``write`` raises or the process is interrupted."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -79,6 +81,16 @@ def atomic_write_text(path: Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write`)."""
+    def write(f: BinaryIO) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"atomic_write_text writes a str, not {type(text).__name__}")
+        f.write(text.encode("utf-8"))
+
+    atomic_write(path, write)
 
 
 @contextlib.contextmanager

@@ -24,7 +24,6 @@ import os
 import random
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -132,18 +131,10 @@ class Interrupted(KeyboardInterrupt):
 
 
 def _save(path: Path, obj: Any) -> None:
-    """Write a checkpoint atomically: temporary file in the same folder, fsync, ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Write a checkpoint atomically (:func:`posbias.store.atomic_write`)."""
+    from . import store
+
+    store.atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def _rng_state() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 import torch
 from hypothesis import given, settings, strategies as st
 
+from posbias import evaluate as ev
 from posbias.evaluate import accuracy, gaps, sink_alpha, sink_share
 from posbias.masks import make_mask
 from posbias.model import EnsembleNet, MemberConfig
@@ -96,3 +97,17 @@ def test_attention_residual_sees_mass_outside_the_mask():
     full = torch.full((T, T), 1 / T, dtype=torch.float64)
     assert abs(attention_residual(full, causal) - 1 / T) < 1e-12                           # leaks past the mask
     assert abs(attention_residual(0.5 * uniform, causal) - 0.5) < 1e-12                    # rows not stochastic
+
+
+def test_uniform_sink_alpha_is_the_harmonic_baseline():
+    from posbias.masks import causal_mask, sliding_window_mask
+
+    T = 9
+    harmonic = lambda n: sum(1 / i for i in range(1, n + 1))  # noqa: E731
+    a = ev.uniform_sink_alpha(causal_mask(T))
+    assert a.dtype == torch.float64 and a.shape == (T,)
+    # key k is seen by queries k..T, query i spreads 1/i over its keys
+    want = torch.tensor([(harmonic(T) - harmonic(k - 1)) / (T - k + 1) for k in range(1, T + 1)], dtype=torch.float64)
+    assert torch.allclose(a, want, atol=1e-12, rtol=0)
+    w = 3
+    assert abs(float(ev.uniform_sink_alpha(sliding_window_mask(T, w))[0]) - harmonic(w) / w) < 1e-12

@@ -25,6 +25,7 @@ import torch
 
 from conftest import ROOT, posbias_cmd
 from posbias import store
+from posbias.runner import kernel_pids
 
 CHAPTER, STEPS = "wu-fig-5", 500
 PARAMS = ["-p", "seeds", "0", "-p", "steps", str(STEPS), "-p", "eval_every", "100",
@@ -76,19 +77,6 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
         proc.kill()
         pytest.fail("the run did not stop")
     return proc.returncode, err
-
-
-def _kernels_of(pid: int) -> list[int]:
-    out = []
-    for e in os.listdir("/proc"):
-        if e.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{e}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                if ppid == pid and b"ipykernel" in Path(f"/proc/{e}/cmdline").read_bytes():
-                    out.append(int(e))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
 
 
 def _log(out: Path) -> str:
@@ -155,7 +143,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     # 3. SIGKILL of the runner and its kernel: no handler runs; the periodic checkpoint survives.
     proc = _start(cache, out)
     _wait_for_checkpoint_after(proc, cache, k2)
-    kernels = _kernels_of(proc.pid)
+    kernels = kernel_pids(proc.pid)
     assert kernels, "no kernel found under the runner"
     proc.send_signal(signal.SIGKILL)
     for pid in kernels:

@@ -124,6 +124,15 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
+    def half_then_fail(f):
+        f.write(b"new but not")
+        raise Boom
+
+    with pytest.raises(Boom):
+        store.atomic_write(target, half_then_fail)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
 
 def test_device_enters_the_key(env):
     a = store.cached("dev", {"n": 1}, lambda: {"v": 1}, device="cuda")
