@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .attention import apply_rope, decay_bias, masked_softmax, rope_angles, sinusoidal_pe
+from .attention import decay_bias, rope_angles, sinusoidal_pe
 from .masks import make_mask
 
-__all__ = ["MemberConfig", "EnsembleNet", "MASK_KINDS", "PE_KINDS"]
+__all__ = ["MemberConfig", "EnsembleNet", "rotate_pairs", "MASK_KINDS", "PE_KINDS"]
 
 MASK_KINDS = ("full", "causal", "decay", "prefix", "window")
 PE_KINDS = ("none", "sin", "rope")
@@ -57,6 +57,15 @@ class MemberConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def rotate_pairs(x: torch.Tensor, rot: torch.Tensor) -> torch.Tensor:
+    """RoPE: ``x`` ``(..., n, D)`` with interleaved pairs rotated by ``rot`` ``(n, D/2)`` (complex, unit modulus).
+
+    Equals :func:`~posbias.attention.apply_rope` with ``rot = e^{i angles}`` up to float rounding.
+    """
+    z = torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())
+    return torch.view_as_real(z * rot).flatten(-2)
 
 
 def _uniform(g: torch.Generator, shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
@@ -114,6 +123,13 @@ class EnsembleNet(nn.Module):
         if len(bases) > 1:
             raise ValueError("all members of one ensemble must share the RoPE base")
         self.register_buffer("angles", rope_angles(n_tokens, D, bases.pop()), persistent=False)  # (T, D/2)
+        # unit complex numbers e^{i angle}: RoPE as one complex product per interleaved pair
+        rot = torch.polar(torch.ones_like(self.angles), self.angles).to(torch.complex64)
+        self.register_buffer("rot", rot, persistent=False)                                      # (T, D/2)
+        # mask and bias as one additive logit term: the bias where allowed, -inf where forbidden
+        self.register_buffer("logit_bias", self.bias.masked_fill(~self.mask, float("-inf")), persistent=False)
+        self._any_sin = any(c.pe == "sin" for c in configs)
+        self._any_residual = any(c.residual for c in configs)
 
     @property
     def n_members(self) -> int:
@@ -126,13 +142,18 @@ class EnsembleNet(nn.Module):
         return torch.bmm(x.reshape(E, b * n, D), w).view(E, b, n, w.shape[-1])
 
     def _rope(self, x: torch.Tensor, rows: slice) -> torch.Tensor:
-        """Rotate ``x`` ``(E, b, n, D)`` by RoPE for the members that use it, and only for them."""
+        """Rotate ``x`` ``(E, b, n, D)`` by RoPE for the members that use it, and only for them.
+
+        Pairs ``(x[2p], x[2p+1])`` are read as complex numbers and multiplied by ``e^{i angle}``, the
+        rotation of :func:`~posbias.attention.apply_rope` in one elementwise product. Ensembles whose
+        members all use RoPE (or none) avoid the gather/scatter of a mixed ensemble.
+        """
         idx = self.rope_members
         if idx.numel() == 0:
             return x
         if idx.numel() == x.shape[0]:
-            return apply_rope(x, self.angles[rows])
-        return x.index_copy(0, idx, apply_rope(x.index_select(0, idx), self.angles[rows]))
+            return rotate_pairs(x, self.rot[rows])
+        return x.index_copy(0, idx, rotate_pairs(x.index_select(0, idx), self.rot[rows]))
 
     def forward(self, tokens: torch.Tensor, return_attention: bool = False):
         """``tokens`` ``(E, b, T, D)`` -> label logits ``(E, b, L)``.
@@ -142,7 +163,7 @@ class EnsembleNet(nn.Module):
         only the query row (``query_only``), which is all the classifier reads.
         """
         T = self.n_tokens
-        x = tokens + self.use_sin * self.pe
+        x = tokens + self.use_sin * self.pe if self._any_sin else tokens
         maps = []
         for t in range(self.depth):
             last = t == self.depth - 1
@@ -151,11 +172,11 @@ class EnsembleNet(nn.Module):
             q = self._rope(self._proj(xq, self.w_q[:, t]), rows)
             k = self._rope(self._proj(x, self.w_k[:, t]), slice(0, T))
             v = self._proj(x, self.w_v[:, t])
-            logits = q @ k.transpose(-1, -2) / math.sqrt(self.dim) + self.bias[:, :, rows]
-            a = masked_softmax(logits, self.mask[:, :, rows])
+            logits = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(self.dim)) + self.logit_bias[:, :, rows]
+            a = torch.softmax(logits, dim=-1)         # forbidden entries are exactly 0
             if return_attention:
                 maps.append(a)
-            x = a @ v + self.residual * xq
+            x = a @ v + self.residual * xq if self._any_residual else a @ v
         h = x[:, :, -1]                                                    # (E, b, D)
         for i in range(4):
             h = torch.baddbmm(self.cls_b[i].unsqueeze(1), h, self.cls_w[i])

@@ -44,7 +44,7 @@ __all__ = ["device", "default_threads", "checkpoint_interval", "Interrupted", "U
            "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
 
 UNIT_EXPERIMENT = "wu-units"
-VERSION = 1
+VERSION = 2                 # 2: fused softmax, complex RoPE, O(m^2) class draws (1 gave other roundings)
 TEST_SEED = 20250201        # the fixed test sets shared by every unit
 SINK_SEED = 10**9           # batches for attention maps; far from any training seed
 
@@ -93,6 +93,12 @@ class Unit:
         """Units with equal keys can share one ensemble."""
         return (self.depth, self.steps, self.batch_size, self.lr, self.weight_decay, self.eval_every,
                 self.n_test, self.n_sweep, self.n_sink, self.config.rope_base)
+
+    def group_key(self) -> tuple:
+        """How :func:`run_campaign` groups units into ensembles: by :meth:`shape_key` and PE, so that
+        RoPE and the sinusoidal PE act on whole ensembles (a mixed one pays a gather and a scatter;
+        measured in ``benchmarks/train_throughput.py``). Grouping never changes a unit's result."""
+        return (*self.shape_key(), self.config.pe)
 
 
 _TEST_CACHE: dict[tuple, Any] = {}
@@ -384,8 +390,9 @@ def _stored(unit: Unit) -> bool:
 
 
 @contextlib.contextmanager
-def _exclusive(lock: Path, log: Callable[[str], None]) -> Iterator[None]:
-    """An exclusive lock on ``lock``; says so when it has to wait for another process."""
+def _exclusive(lock: Path, log: Callable[[str], None], wait: bool = True) -> Iterator[bool]:
+    """An exclusive lock on ``lock``; yields whether it is held. Without ``wait``, a lock held by
+    another process is not waited for (yields False); with it, says so and waits."""
     import fcntl
 
     lock.parent.mkdir(parents=True, exist_ok=True)
@@ -393,10 +400,13 @@ def _exclusive(lock: Path, log: Callable[[str], None]) -> Iterator[None]:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                yield False
+                return
             log(f"waiting for another process training the same units (lock {lock})")
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
@@ -409,8 +419,9 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     ``profile`` is ``smoke``, ``default`` or ``paper`` (:data:`PROFILES`); ``overrides`` replace any
     of its settings or pass ``depths``/``windows``/``prefixes`` to :func:`campaign_units`. Finished
     units come from ``data/`` or the user cache; missing ones are trained in ensembles of at most
-    ``max_members`` (checkpointed in ``store.checkpoint_dir``, one process per ensemble at a time),
-    then stored one by one and the checkpoint removed. Run it again after an interruption (SIGINT,
+    ``max_members`` grouped by :meth:`Unit.group_key` (checkpointed in ``store.checkpoint_dir``, one
+    process per ensemble at a time: a second process running the same campaign trains the ensembles
+    the first has not locked, then waits for the rest), then stored one by one and the checkpoint removed. Run it again after an interruption (SIGINT,
     SIGTERM, a killed process) and it resumes from the last checkpoint; see the module docstring.
     """
     from . import store
@@ -422,20 +433,25 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     fresh: dict[Unit, dict[str, Any]] = {}
     by_shape: dict[tuple, list[Unit]] = {}
     for u in missing:
-        by_shape.setdefault(u.shape_key(), []).append(u)
+        by_shape.setdefault(u.group_key(), []).append(u)
 
     def _store(u: Unit) -> dict[str, Any]:
         compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress, log=log)[0])
         return store.cached(UNIT_EXPERIMENT, u.params(), compute, version=VERSION, seeds=[u.seed],
                             device=str(device()) if device().type != "cpu" else None)
 
-    for shape, us in by_shape.items():
-        for lo in range(0, len(us), max_members):
-            part = us[lo:lo + max_members]
+    parts = [us[lo:lo + max_members] for us in by_shape.values() for lo in range(0, len(us), max_members)]
+    # First pass: ensembles no other process is training; second pass: wait for the others. So the
+    # same campaign started once per core trains different ensembles side by side.
+    for wait in (False, True):
+        for part in [p for p in parts if not all(_stored(u) for u in p)]:
             ck = store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
-            with _exclusive(ck.parent / f"{ck.name}.lock", log):
+            with _exclusive(ck.parent / f"{ck.name}.lock", log, wait=wait) as held:
+                if not held:
+                    continue
                 if not all(_stored(u) for u in part):       # else another process finished them meanwhile
-                    log(f"{experiment}: training {len(part)} units of depth {shape[0]} for {shape[1]} steps")
+                    log(f"{experiment}: training {len(part)} units of depth {part[0].depth} ({part[0].config.pe} PE) "
+                        f"for {part[0].steps} steps")
                     for u, r in zip(part, train_units(part, checkpoint_dir=ck, progress=progress,
                                                       keep_checkpoint=True, log=log)):
                         fresh[u] = r

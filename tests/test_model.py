@@ -86,3 +86,32 @@ def test_bad_configs_raise():
         MemberConfig("causal", "alibi")
     with pytest.raises(ValueError):
         EnsembleNet([MemberConfig()], [0, 1], 2)
+
+
+@pytest.mark.parametrize("n,d", [(17, 64), (5, 8)])
+def test_rotate_pairs_is_apply_rope(n, d):
+    from posbias.attention import apply_rope, rope_angles
+    from posbias.model import rotate_pairs
+
+    ang = rope_angles(n, d)
+    x = torch.randn(3, n, d)
+    rot = torch.polar(torch.ones_like(ang), ang).to(torch.complex64)
+    assert torch.allclose(rotate_pairs(x, rot), apply_rope(x, ang), atol=1e-6, rtol=0)
+
+
+def test_attention_maps_equal_the_reference_attention():
+    """The fused softmax of the model (mask and bias as one additive term) against the book's
+    ``attention_weights`` (``masked_softmax``) for the first layer of every kind of member."""
+    from posbias.attention import apply_rope, attention_weights
+
+    net = EnsembleNet(CFGS, list(range(6)), 1)
+    x = torch.randn(6, 4, 17, 64) / 8
+    _, maps = net(x, return_attention=True)
+    for e, cfg in enumerate(CFGS):
+        h = x[e] + (net.pe if cfg.pe == "sin" else 0)
+        q, k = h @ net.w_q[e, 0].detach(), h @ net.w_k[e, 0].detach()
+        if cfg.pe == "rope":
+            q, k = apply_rope(q, net.angles), apply_rope(k, net.angles)
+        m, bias = cfg.mask_and_bias(17)
+        ref = attention_weights(q, k, m, bias)
+        assert torch.allclose(maps[e, 0], ref, atol=1e-6, rtol=0), cfg

@@ -230,3 +230,40 @@ def test_chapter_campaigns_match_the_notebooks(chapter):
             continue
         assert len(calls) == 1, calls
         assert _units_of(*calls[0]) == _units_of(*train.chapter_campaign(chapter, params)), (chapter, profile)
+
+
+def test_second_process_trains_the_ensembles_the_first_has_locked_last(tmp_path, monkeypatch):
+    """Two copies of one campaign share the work: an ensemble whose lock another process holds is
+    skipped on the first pass and waited for at the end (here the 'other process' is this test)."""
+    import fcntl
+    import threading
+
+    from posbias import store
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    units = [u for us in train.campaign_units("wu-fig-2", **kw).values() for u in us]
+    first = [u for u in units if u.config.pe == "none"]            # the first ensemble: No PE and decay
+    assert len(first) == 2 and len(units) == 3
+    ck = store.checkpoint_dir(train.UNIT_EXPERIMENT, {"units": [u.params() for u in first]}, train.VERSION)
+    ck.parent.mkdir(parents=True, exist_ok=True)
+    held = open(ck.parent / f"{ck.name}.lock", "a+")
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("waiting for another process"):
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)      # the other process is done
+
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(train.run_campaign("wu-fig-2", "smoke", progress=False,
+                                                                       log=log, **kw)))
+    t.start()
+    t.join(120)
+    held.close()
+    assert not t.is_alive()
+    trained = [ln for ln in lines if "training" in ln or ln.startswith("waiting")]
+    assert "(rope PE)" in trained[0] and trained[1].startswith("waiting") and "(none PE)" in trained[2], trained
+    assert sorted(out) == ["No PE|2", "RoPE|2", "decay|2"]
