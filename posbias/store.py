@@ -7,7 +7,9 @@ A result is keyed by ``(experiment, canonical JSON of its parameters, code versi
 2. ``$POSBIAS_CACHE`` (default ``~/.cache/posbias``)``/<experiment>/<key>.json``: the user cache.
 3. Otherwise the result is computed (under a lock, so two processes never compute or write the same
    key at once) and written atomically to the user cache; with ``POSBIAS_WRITE_DATA=1``
-   (``posbias run --write-data``) it goes to ``data/`` and the manifest instead.
+   (``posbias run --write-data``) it goes to ``data/`` and the manifest instead. With that switch
+   a result already in the user cache is *promoted*: copied to ``data/`` as it is (its provenance
+   still names the commit, machine and wall time that computed it) and listed in the manifest.
 
 A file whose hash does not match is never read: it is reported and recomputed.
 """
@@ -178,8 +180,10 @@ def cached(
     target = committed if write_data else user
     with locked(cache_dir() / f"{experiment}/{key}.lock"):
         rec = _read_verified(target, None)  # another process may have finished it meanwhile
-        if rec is None and not write_data:
-            rec = None
+        promoted = False
+        if rec is None and write_data:      # computed earlier into the user cache: commit it as it is
+            rec = _read_verified(user, None) if user.exists() else None
+            promoted = rec is not None
         if rec is None:
             started, t0 = now_iso(), time.perf_counter()
             result = to_jsonable(compute())
@@ -193,15 +197,16 @@ def cached(
                 "result_sha256": _result_hash(result),
                 "provenance": collect(started=started, wall_seconds=round(wall, 3), seeds=seeds, device=device),
             }
+            source = "computed"
+        else:
+            source = "promoted" if promoted else "cache"
+        if source != "cache":
             atomic_write_text(target, json.dumps(rec, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
             if write_data:
                 with locked(cache_dir() / "manifest.lock"):
                     manifest = load_manifest()
                     manifest[name] = sha256_file(target)
                     atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
-            source = "computed"
-        else:
-            source = "cache"
     report.note_data(_relative(target), sha256_file(target), source)
     return rec["result"]
 

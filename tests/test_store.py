@@ -68,6 +68,18 @@ def test_write_data_updates_manifest_and_commited_file_is_preferred(env, monkeyp
     assert store.verify_data(log=lambda *a: None) == []
 
 
+def test_write_data_promotes_a_cached_result_unchanged(env, monkeypatch):
+    """A long run computed into the user cache is committed later without computing it again."""
+    store.cached("exp", {"n": 4}, lambda: {"v": 7.0}, seeds=[3])
+    cached = next((env / "cache" / "exp").glob("*.json"))
+    monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
+    assert store.cached("exp", {"n": 4}, lambda: pytest.fail("must promote, not compute")) == {"v": 7.0}
+    committed = env / "data" / "exp" / cached.name
+    assert json.loads(committed.read_text()) == json.loads(cached.read_text())      # provenance kept
+    assert json.loads((env / "data" / "manifest.json").read_text()) == {f"exp/{cached.name}": store.sha256_file(committed)}
+    assert store.verify_data(log=lambda *a: None) == []
+
+
 def test_edited_committed_file_is_not_read_and_not_overwritten(env, monkeypatch):
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
     store.cached("exp", {"n": 2}, lambda: {"v": 5})
