@@ -32,7 +32,7 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 
 __all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write_text",
            "to_jsonable", "load_manifest", "verify_data", "locked", "RECOMPUTE", "Recompute",
-           "recomputable"]
+           "recomputable", "lookup"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -209,6 +209,24 @@ def cached(
                     atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
     report.note_data(_relative(target), sha256_file(target), source)
     return rec["result"]
+
+
+def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
+           device: str | None = None) -> dict[str, Any] | None:
+    """The stored result of ``(experiment, params, version)`` from ``data/`` or the user cache, or
+    None; never computes. Same keys and checks as :func:`cached`."""
+    from . import report
+
+    if device not in (None, "cpu"):
+        params = {**params, "_device": device}
+    name = f"{experiment}/{key_of(experiment, params, version)}.json"
+    for path, expected, source in ((DATA / name, "manifest", "committed"), (cache_dir() / name, None, "cache")):
+        if path.exists():
+            rec = _read_verified(path, load_manifest().get(name, "missing") if expected else None)
+            if rec is not None:
+                report.note_data(_relative(path), sha256_file(path), source)
+                return rec["result"]
+    return None
 
 
 def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1) -> Path:

@@ -40,7 +40,7 @@ from .task import (IC_PAIRS, TaskConfig, TestSet, ensemble_batch, ic_test_sets, 
                    sweep_test_sets)
 
 __all__ = ["device", "default_threads", "checkpoint_interval", "Interrupted", "Unit", "train_units",
-           "run_campaign", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
+           "run_campaign", "stored_campaign", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
            "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
 
 UNIT_EXPERIMENT = "wu-units"
@@ -459,6 +459,17 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                 shutil.rmtree(ck, ignore_errors=True)
 
     return {label: [_store(u) for u in us] for label, us in groups.items()}
+
+
+def stored_campaign(experiment: str, profile: str = "paper", **overrides: Any) -> dict[str, list[dict[str, Any] | None]]:
+    """What :func:`run_campaign` would return, read from ``data/`` and the user cache only: label ->
+    one result per seed, ``None`` where that unit has not been trained. Never trains."""
+    from . import store
+
+    settings = {**PROFILES[profile], **overrides}
+    dev = str(device()) if device().type != "cpu" else None
+    return {label: [store.lookup(UNIT_EXPERIMENT, u.params(), version=VERSION, device=dev) for u in us]
+            for label, us in campaign_units(experiment, **settings).items()}
 
 
 # --------------------------------------------------------------------------- chapters' campaigns

@@ -267,3 +267,16 @@ def test_second_process_trains_the_ensembles_the_first_has_locked_last(tmp_path,
     trained = [ln for ln in lines if "training" in ln or ln.startswith("waiting")]
     assert "(rope PE)" in trained[0] and trained[1].startswith("waiting") and "(none PE)" in trained[2], trained
     assert sorted(out) == ["No PE|2", "RoPE|2", "decay|2"]
+
+
+def test_stored_campaign_reads_without_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=2, seeds=[0, 1], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
+    monkeypatch.setattr(train, "train_units", lambda *a, **k: pytest.fail("must not train"))
+    assert train.stored_campaign("wu-fig-5", "smoke", **kw) == {"causal|none": [None, None]}
+    monkeypatch.undo()
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    one = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **{**kw, "seeds": [1]})
+    got = train.stored_campaign("wu-fig-5", "smoke", **kw)["causal|none"]
+    assert got[0] is None and got[1] == one["causal|none"][0]
