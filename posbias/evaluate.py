@@ -5,6 +5,8 @@ number (or array) per member, on the leading axis ``E``.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 from .attention import masked_softmax
@@ -146,6 +148,25 @@ def claim(name: str, text: str, per_seed, n_test: int, sign: int = 1, n_acc: int
     difference of gaps), which sets the binomial part of the error."""
     mean, se = seed_mean_se(per_seed, n_test * 2 // n_acc)
     return {"name": name, "claim": text, "mean": mean, "se": se, "verdict": verdict(mean, se, sign)}
+
+
+def fixed_depth_claims(gap: Callable[[str, str], torch.Tensor]) -> list[tuple[str, str, list[str], torch.Tensor, int]]:
+    """The five claims of Wu et al.'s Figure 2 at a fixed depth, from ``gap(pe, pair)`` -> per-seed gaps.
+
+    ``pe`` is ``"No PE"``, ``"decay"`` or ``"RoPE"``; ``pair`` is ``"first-middle"``, ``"first-last"``
+    or ``"middle-last"``. Returns ``(name, claim, architectures involved, per-seed quantity, n_acc)``
+    rows for :func:`claim` (``n_acc`` accuracies enter the quantity).
+    """
+    fl = lambda pe: gap(pe, "first-last")  # noqa: E731
+    return [
+        ("nope-early", "No PE (causal) prefers the first slot to the last", ["No PE"], fl("No PE"), 2),
+        ("middle-last-smaller", "No PE: the middle-vs-last gap is smaller than the first-vs-last gap", ["No PE"],
+         fl("No PE") - gap("No PE", "middle-last"), 4),
+        ("decay-reduces", "the decay mask lowers the first-vs-last gap below No PE", ["No PE", "decay"],
+         fl("No PE") - fl("decay"), 4),
+        ("rope-reduces", "RoPE lowers the first-vs-last gap below No PE", ["No PE", "RoPE"], fl("No PE") - fl("RoPE"), 4),
+        ("decay-more-than-rope", "the decay mask lowers it more than RoPE", ["RoPE", "decay"], fl("RoPE") - fl("decay"), 4),
+    ]
 
 
 def still_learning(units: list[dict], n_test: int) -> dict:

@@ -111,3 +111,13 @@ def test_uniform_sink_alpha_is_the_harmonic_baseline():
     assert torch.allclose(a, want, atol=1e-12, rtol=0)
     w = 3
     assert abs(float(ev.uniform_sink_alpha(sliding_window_mask(T, w))[0]) - harmonic(w) / w) < 1e-12
+
+
+def test_fixed_depth_claims_are_the_stated_differences():
+    vals = {("No PE", "first-last"): 5.0, ("No PE", "middle-last"): 1.0, ("decay", "first-last"): -2.0,
+            ("RoPE", "first-last"): 3.0}
+    rows = ev.fixed_depth_claims(lambda pe, p: torch.tensor([vals[pe, p]]))
+    got = {name: (float(q), n_acc, used) for name, _, used, q, n_acc in rows}
+    assert got == {"nope-early": (5.0, 2, ["No PE"]), "middle-last-smaller": (4.0, 4, ["No PE"]),
+                   "decay-reduces": (7.0, 4, ["No PE", "decay"]), "rope-reduces": (2.0, 4, ["No PE", "RoPE"]),
+                   "decay-more-than-rope": (5.0, 4, ["RoPE", "decay"])}
