@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .chapters import PROFILES, ParamError, chapter_ids, get_chapter
@@ -104,6 +105,14 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    if args.write_data:
+        os.environ["POSBIAS_WRITE_DATA"] = "1"
+    if args.no_train:
+        found, missing = train.store_finished(experiment, profile, **settings)
+        where = "committed to data/ (or already there)" if args.write_data else "stored"
+        print(f"{chapter.id} ({args.profile} profile): {found} finished units {where}, {missing} not trained yet; "
+              "nothing was trained")
+        return 0
     print(f"{chapter.id} ({args.profile} profile): training the units of {experiment} it reads", file=sys.stderr)
     try:
         res = train.run_campaign(experiment, profile, progress=not args.quiet and sys.stderr.isatty(), log=log,
@@ -169,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="set a parameter (repeatable)")
     p.add_argument("--profile", default="paper", choices=PROFILES,
                    help="the chapter's profile (default paper: campaigns are for long runs)")
+    p.add_argument("--no-train", action="store_true",
+                   help="train nothing: store the finished units and count the missing ones")
+    p.add_argument("--write-data", action="store_true",
+                   help="store results in data/ and its manifest; with --no-train, commit finished units from the "
+                        "cache unchanged (maintainers)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_campaign)
 

@@ -40,7 +40,7 @@ from .task import (IC_PAIRS, TaskConfig, TestSet, ensemble_batch, ic_test_sets, 
                    sweep_test_sets)
 
 __all__ = ["device", "default_threads", "checkpoint_interval", "Interrupted", "Unit", "train_units",
-           "run_campaign", "stored_campaign", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
+           "run_campaign", "stored_campaign", "store_finished", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
            "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
 
 UNIT_EXPERIMENT = "wu-units"
@@ -470,6 +470,23 @@ def stored_campaign(experiment: str, profile: str = "paper", **overrides: Any) -
     dev = str(device()) if device().type != "cpu" else None
     return {label: [store.lookup(UNIT_EXPERIMENT, u.params(), version=VERSION, device=dev) for u in us]
             for label, us in campaign_units(experiment, **settings).items()}
+
+
+def store_finished(experiment: str, profile: str = "paper", **overrides: Any) -> tuple[int, int]:
+    """Pass every finished unit of a campaign through ``store.cached`` and train nothing; returns
+    ``(finished, missing)``. With ``POSBIAS_WRITE_DATA=1`` this commits finished units from the user
+    cache to ``data/`` unchanged (``posbias campaign CHAPTER --no-train --write-data``), so a campaign
+    spread over several sittings can be committed part by part."""
+    from . import store
+
+    settings = {**PROFILES[profile], **overrides}
+    units = list(dict.fromkeys(u for us in campaign_units(experiment, **settings).values() for u in us))
+    dev = str(device()) if device().type != "cpu" else None
+    done = [u for u in units if store.lookup(UNIT_EXPERIMENT, u.params(), version=VERSION, device=dev) is not None]
+    for u in done:
+        store.cached(UNIT_EXPERIMENT, u.params(), lambda: (_ for _ in ()).throw(RuntimeError("vanished")),
+                     version=VERSION, seeds=[u.seed], device=dev)
+    return len(done), len(units) - len(done)
 
 
 # --------------------------------------------------------------------------- chapters' campaigns

@@ -156,3 +156,25 @@ def test_campaign_trains_exactly_what_the_chapter_reads(tree, tmp_path):
 
     proc = run(tree, "campaign", "wu-fig-6", *params, cache=cache)   # again: nothing left to train
     assert proc.returncode == 0 and "training" not in proc.stderr.replace("training the units", "")
+
+
+def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
+    """`--no-train --write-data` trains nothing and copies finished units from the cache to data/ as they are."""
+    import hashlib
+
+    own = tmp_path / "tree"
+    shutil.copytree(tree, own, ignore=IGNORE)           # this test writes data/
+    cache, params = tmp_path / "cache", ["--profile", "smoke"]
+    before = sorted((own / "data" / "wu-units").glob("*.json"))
+    proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 finished units" in proc.stdout and "1 not trained yet" in proc.stdout
+    assert not list(cache.rglob("*.json")) and sorted((own / "data" / "wu-units").glob("*.json")) == before
+    assert run(own, "campaign", "wu-fig-5", *params, "--quiet", cache=cache).returncode == 0
+    (cached,) = (cache / "wu-units").glob("*.json")
+    proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
+    assert proc.returncode == 0 and "1 finished units committed" in proc.stdout, proc.stdout + proc.stderr
+    committed = own / "data" / "wu-units" / cached.name
+    assert committed.read_bytes() == cached.read_bytes()
+    manifest = json.loads((own / "data" / "manifest.json").read_text())
+    assert manifest[f"wu-units/{cached.name}"] == hashlib.sha256(committed.read_bytes()).hexdigest()
