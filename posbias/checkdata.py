@@ -67,10 +67,10 @@ def wu_unit_record(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _wu_cost(record: dict[str, Any]) -> float:
-    # Units are stored from an ensemble, so the stored wall time is ~0: charge each member its share.
+    # A unit is recomputed alone: charge it its share of the ensemble it trained in (the provenance's
+    # wall time is the whole ensemble's, or ~0 for units stored before store.cached took wall_seconds).
     res = record.get("result", {})
-    share = res.get("train_seconds_ensemble", 0.0) / max(1, res.get("ensemble_size", 1))
-    return max(float(record.get("provenance", {}).get("wall_seconds") or 0.0), float(share))
+    return float(res.get("train_seconds_ensemble", 0.0)) / max(1, res.get("ensemble_size", 1))
 
 
 store.recomputable(

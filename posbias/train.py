@@ -438,7 +438,8 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     def _store(u: Unit) -> dict[str, Any]:
         compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress, log=log)[0])
         return store.cached(UNIT_EXPERIMENT, u.params(), compute, version=VERSION, seeds=[u.seed],
-                            device=str(device()) if device().type != "cpu" else None)
+                            device=str(device()) if device().type != "cpu" else None,
+                            wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None)
 
     parts = [us[lo:lo + max_members] for us in by_shape.values() for lo in range(0, len(us), max_members)]
     # First pass: ensembles no other process is training; second pass: wait for the others. So the

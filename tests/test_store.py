@@ -150,3 +150,9 @@ def test_device_enters_the_key(env):
     a = store.cached("dev", {"n": 1}, lambda: {"v": 1}, device="cuda")
     b = store.cached("dev", {"n": 1}, lambda: {"v": 2}, device="cpu")
     assert a == {"v": 1} and b == {"v": 2}
+
+
+def test_wall_seconds_of_work_done_before_the_call(env):
+    store.cached("exp", {"n": 9}, lambda: {"v": 1.0}, wall_seconds=1234.5)
+    rec = json.loads(next((env / "cache" / "exp").glob("*.json")).read_text())
+    assert rec["provenance"]["wall_seconds"] == 1234.5

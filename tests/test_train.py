@@ -1,5 +1,6 @@
 """posbias.train: campaigns expand to the stated units, training resumes and is deterministic."""
 import ast
+import json
 import os
 import random
 import signal
@@ -176,6 +177,8 @@ def test_run_campaign_smoke_uses_the_store(tmp_path, monkeypatch):
     kw = dict(steps=4, seeds=[0], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
     r = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
     assert list(r) == ["causal|none"] and len(r["causal|none"]) == 1
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
+    assert rec["provenance"]["wall_seconds"] == round(rec["result"]["train_seconds_ensemble"], 3) > 0
     calls = []
     monkeypatch.setattr(train, "train_units", lambda *a, **k: calls.append(1))
     r2 = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
