@@ -220,6 +220,38 @@ def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n
             "z_chance": float((acc.min() - chance) / se)}
 
 
+def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = True, prefix: str = "") -> dict[str, float]:
+    """Assert (``report.check``) what must hold for trained units whatever the paper says.
+
+    Every network's loss fell; every stored accuracy is a count out of ``n_test``; with ``gaps``, the
+    stored gaps are the differences of the stored accuracies; from 500 steps on (a rule on the
+    parameters: a few dozen smoke iterations test the plumbing, not learning) the worst network beats
+    chance by more than three binomial standard errors. Check names and glued values
+    (``n_test_sets``, ``acc_min``, ``z_chance``) get ``prefix``. Returns :func:`training_sanity`.
+    """
+    from . import report
+
+    s = training_sanity(units, n_test)
+    glue = prefix.replace("-", "_")
+    report.value(f"{glue}n_test_sets", n_test)
+    report.check(f"{prefix}loss-falls", "every network's mean training loss is lower over the last evaluation "
+                 "interval than over the first", value=s["loss_drop"], expected="smallest drop > 0",
+                 passed=s["loss_drop"] > 0)
+    report.check(f"{prefix}test-set-size", f"every stored accuracy is a count out of n_test = {n_test} sequences",
+                 value=s["count_residual"], expected="distance of acc * n_test from an integer < 0.01",
+                 passed=s["count_residual"] < 0.01)
+    if gaps:
+        report.check(f"{prefix}gaps-recomputed", "the stored gaps equal the differences of the stored accuracies",
+                     value=s["gap_residual"], expected="< 1e-6", passed=s["gap_residual"] < 1e-6)
+    report.value(f"{glue}acc_min", s["accuracy_min"])
+    report.value(f"{glue}z_chance", s["z_chance"])
+    if steps >= 500:
+        report.check(f"{prefix}above-chance", "the worst network's mean accuracy over the six IC sets exceeds chance (1/32)",
+                     value=f"{s['accuracy_min']:.3f} ({s['z_chance']:.1f} SE above chance)",
+                     expected="> 3 SE above 1/32", passed=s["z_chance"] > 3)
+    return s
+
+
 def attention_residual(maps: torch.Tensor, mask: torch.Tensor) -> float:
     """How far mean attention maps ``(..., T, T)`` are from row-stochastic matrices supported on ``mask``:
     the largest of ``|row sum - 1|`` and of the attention on a masked (forbidden) entry."""

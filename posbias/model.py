@@ -113,8 +113,6 @@ class EnsembleNet(nn.Module):
         self.register_buffer("bias", torch.stack(biases).unsqueeze(1), persistent=False)     # (E,1,T,T)
         flag = lambda xs: torch.tensor(xs, dtype=torch.float32)  # noqa: E731
         self.register_buffer("use_sin", flag([c.pe == "sin" for c in configs]).view(E, 1, 1, 1), persistent=False)
-        self.register_buffer("use_rope", torch.tensor([c.pe == "rope" for c in configs]).view(E, 1, 1, 1),
-                             persistent=False)
         self.register_buffer("rope_members", torch.tensor([e for e, c in enumerate(configs) if c.pe == "rope"],
                                                           dtype=torch.long), persistent=False)
         self.register_buffer("residual", flag([c.residual for c in configs]).view(E, 1, 1, 1), persistent=False)

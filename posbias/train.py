@@ -383,9 +383,16 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
     return out
 
 
+def _store_device() -> str | None:
+    """The device entering a unit's store key: None on the CPU, else e.g. ``cuda`` (see ``store.cached``)."""
+    return str(device()) if device().type != "cpu" else None
+
+
 def _stored(unit: Unit) -> bool:
+    """Is ``unit`` in ``data/`` or the user cache (under the key :func:`store.cached` uses on this device)?"""
     from . import store
-    name = f"{UNIT_EXPERIMENT}/{store.key_of(UNIT_EXPERIMENT, unit.params(), VERSION)}.json"
+    params = unit.params() if _store_device() is None else {**unit.params(), "_device": _store_device()}
+    name = f"{UNIT_EXPERIMENT}/{store.key_of(UNIT_EXPERIMENT, params, VERSION)}.json"
     return (store.DATA / name).exists() or (store.cache_dir() / name).exists()
 
 
@@ -438,8 +445,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     def _store(u: Unit) -> dict[str, Any]:
         compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress, log=log)[0])
         return store.cached(UNIT_EXPERIMENT, u.params(), compute, version=VERSION, seeds=[u.seed],
-                            device=str(device()) if device().type != "cpu" else None,
-                            wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None)
+                            device=_store_device(), wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None)
 
     parts = [us[lo:lo + max_members] for us in by_shape.values() for lo in range(0, len(us), max_members)]
     # First pass: ensembles no other process is training; second pass: wait for the others. So the
@@ -468,7 +474,7 @@ def stored_campaign(experiment: str, profile: str = "paper", **overrides: Any) -
     from . import store
 
     settings = {**PROFILES[profile], **overrides}
-    dev = str(device()) if device().type != "cpu" else None
+    dev = _store_device()
     return {label: [store.lookup(UNIT_EXPERIMENT, u.params(), version=VERSION, device=dev) for u in us]
             for label, us in campaign_units(experiment, **settings).items()}
 
@@ -482,7 +488,7 @@ def store_finished(experiment: str, profile: str = "paper", **overrides: Any) ->
 
     settings = {**PROFILES[profile], **overrides}
     units = list(dict.fromkeys(u for us in campaign_units(experiment, **settings).values() for u in us))
-    dev = str(device()) if device().type != "cpu" else None
+    dev = _store_device()
     done = [u for u in units if store.lookup(UNIT_EXPERIMENT, u.params(), version=VERSION, device=dev) is not None]
     for u in done:
         store.cached(UNIT_EXPERIMENT, u.params(), lambda: (_ for _ in ()).throw(RuntimeError("vanished")),
