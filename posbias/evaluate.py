@@ -5,7 +5,7 @@ number (or array) per member, on the leading axis ``E``.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Collection
 
 import torch
 
@@ -15,7 +15,7 @@ from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
            "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "still_learning",
-           "final_accuracy", "training_sanity", "attention_residual"]
+           "final_accuracy", "training_sanity", "attention_residual", "VERDICTS", "publish_claims", "check_claims"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -111,6 +111,10 @@ def seed_mean_se(values, n_test: int) -> tuple[float, float]:
     return float(v.mean()), float((var_seed / n + 0.5 / n_test / n) ** 0.5)
 
 
+#: The three verdicts of a claim, in the order the chapters count them.
+VERDICTS = ("reproduced", "inconclusive", "contradicted")
+
+
 def verdict(mean: float, se: float, sign: int = 1, z: float = 2.0) -> str:
     """``reproduced`` if ``sign * mean > z * se``, ``contradicted`` if ``sign * mean < -z * se``, else
     ``inconclusive``: a claim "this quantity is positive" (``sign=+1``) or "negative" (``sign=-1``)."""
@@ -180,6 +184,49 @@ def still_learning(units: list[dict], n_test: int) -> dict:
     if acc.shape[1] < 2:
         return {"name": "still-learning", "claim": "", "mean": 0.0, "se": 0.0, "verdict": "inconclusive"}
     return claim("still-learning", "accuracy still rising at the end", acc[:, -1] - acc[:, -2], n_test * len(names))
+
+
+def publish_claims(rows: list[dict], asserted: Collection[str] = (), *, prefix: str = "") -> None:
+    """Glue a chapter's table of :func:`claim` rows and mark which of them are asserted.
+
+    A row named in ``asserted`` is asserted (``row["asserted"]``) only if its networks had stopped
+    improving (``not row["accuracy still rising"]``, missing = stopped): a claim about what networks
+    learn measures how far training got while they still learn. Glued (each name after ``prefix``):
+    ``v_<name>``, ``m_<name>``, ``s_<name>`` (verdict, mean, SE of each row); ``reproduction`` (the
+    rows); ``n_reproduced``, ``n_inconclusive``, ``n_contradicted``, ``n_claims``;
+    ``contradicted_list`` (each contradicted claim with its mean and SE, or ``none``);
+    ``n_kind`` (how many are named in ``asserted``) and ``n_asserted`` (how many are asserted).
+    """
+    from . import report
+
+    unknown = set(asserted) - {r["name"] for r in rows}
+    if unknown:
+        raise ValueError(f"asserted claims {sorted(unknown)} are not in the table")
+    for r in rows:
+        r["asserted"] = r["name"] in asserted and not r.get("accuracy still rising", False)
+        for key in ["verdict", "mean", "se"]:
+            report.value(f"{prefix}{key[0]}_{r['name']}", r[key])
+    report.value(f"{prefix}reproduction", rows)
+    for v in VERDICTS:
+        report.value(f"{prefix}n_{v}", sum(r["verdict"] == v for r in rows))
+    report.value(f"{prefix}n_claims", len(rows))
+    report.value(f"{prefix}contradicted_list", "; ".join(f"{r['claim']} ({r['mean']:+.3f} ± {r['se']:.3f})"
+                                                         for r in rows if r["verdict"] == "contradicted") or "none")
+    report.value(f"{prefix}n_kind", len(set(asserted)))
+    report.value(f"{prefix}n_asserted", sum(r["asserted"] for r in rows))
+
+
+def check_claims(rows: list[dict], z: float = 2.0) -> None:
+    """Assert (``report.check``) every row that :func:`publish_claims` marked asserted: its quantity is
+    not contradicted, i.e. ``sign * mean >= -z * se`` in the claimed direction (``row["sign"]``)."""
+    from . import report
+
+    for r in rows:
+        if r.get("asserted"):
+            sign = r.get("sign", 1)
+            report.check(f"claim-{r['name']}", r["claim"], value=f"{r['mean']:+.3f} ± {r['se']:.3f}",
+                         expected=f"{'-' if sign < 0 else ''}mean > -{z:g} SE (not contradicted)",
+                         passed=sign * r["mean"] >= -z * r["se"])
 
 
 # --------------------------------------------------------------------------- sanity of stored units

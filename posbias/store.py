@@ -32,7 +32,7 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 
 __all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write_text",
            "to_jsonable", "load_manifest", "verify_data", "locked", "RECOMPUTE", "Recompute",
-           "recomputable", "lookup"]
+           "recomputable", "lookup", "result_name", "is_stored"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -113,6 +113,23 @@ def key_of(experiment: str, params: dict[str, Any], version: int | str) -> str:
     return sha256_bytes(payload.encode())[:16]
 
 
+def _keyed(params: dict[str, Any], device: str | None) -> dict[str, Any]:
+    """``params`` as they enter the key: a device other than the CPU is part of it."""
+    return params if device in (None, "cpu") else {**params, "_device": device}
+
+
+def result_name(experiment: str, params: dict[str, Any], version: int | str = 1, device: str | None = None) -> str:
+    """Where a result lives, relative to ``data/`` and to the user cache: ``<experiment>/<key>.json``."""
+    return f"{experiment}/{key_of(experiment, _keyed(params, device), version)}.json"
+
+
+def is_stored(experiment: str, params: dict[str, Any], *, version: int | str = 1, device: str | None = None) -> bool:
+    """Does a file for this result exist in ``data/`` or the user cache? Cheap: nothing is read or
+    verified (:func:`lookup` does that)."""
+    name = result_name(experiment, params, version, device)
+    return (DATA / name).exists() or (cache_dir() / name).exists()
+
+
 def load_manifest() -> dict[str, str]:
     if MANIFEST.exists():
         return json.loads(MANIFEST.read_text())
@@ -167,10 +184,9 @@ def cached(
     """
     from . import report
 
-    if device not in (None, "cpu"):
-        params = {**params, "_device": device}
+    params = _keyed(params, device)
     key = key_of(experiment, params, version)
-    name = f"{experiment}/{key}.json"
+    name = result_name(experiment, params, version)
     write_data = os.environ.get("POSBIAS_WRITE_DATA") == "1"
 
     committed = DATA / name
@@ -221,9 +237,7 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
     None; never computes. Same keys and checks as :func:`cached`."""
     from . import report
 
-    if device not in (None, "cpu"):
-        params = {**params, "_device": device}
-    name = f"{experiment}/{key_of(experiment, params, version)}.json"
+    name = result_name(experiment, params, version, device)
     for path, expected, source in ((DATA / name, "manifest", "committed"), (cache_dir() / name, None, "cache")):
         if path.exists():
             rec = _read_verified(path, load_manifest().get(name, "missing") if expected else None)

@@ -391,9 +391,7 @@ def _store_device() -> str | None:
 def _stored(unit: Unit) -> bool:
     """Is ``unit`` in ``data/`` or the user cache (under the key :func:`store.cached` uses on this device)?"""
     from . import store
-    params = unit.params() if _store_device() is None else {**unit.params(), "_device": _store_device()}
-    name = f"{UNIT_EXPERIMENT}/{store.key_of(UNIT_EXPERIMENT, params, VERSION)}.json"
-    return (store.DATA / name).exists() or (store.cache_dir() / name).exists()
+    return store.is_stored(UNIT_EXPERIMENT, unit.params(), version=VERSION, device=_store_device())
 
 
 @contextlib.contextmanager

@@ -121,3 +121,30 @@ def test_fixed_depth_claims_are_the_stated_differences():
     assert got == {"nope-early": (5.0, 2, ["No PE"]), "middle-last-smaller": (4.0, 4, ["No PE"]),
                    "decay-reduces": (7.0, 4, ["No PE", "decay"]), "rope-reduces": (2.0, 4, ["No PE", "RoPE"]),
                    "decay-more-than-rope": (5.0, 4, ["RoPE", "decay"])}
+
+
+def test_publish_and_check_claims(monkeypatch, tmp_path):
+    """The claims table: glued verdicts and counts; a listed claim is asserted only once its networks stopped."""
+    import pytest
+
+    from posbias import report
+
+    monkeypatch.setenv("POSBIAS_RUN_DIR", str(tmp_path))
+    monkeypatch.setattr(report, "_RECORD", {"checks": [], "values": {}, "data": [], "figures": []})
+    rows = [ev.claim("up", "positive", [0.3, 0.2], 10000),                     # reproduced
+            ev.claim("down", "positive", [-0.3, -0.2], 10000),                 # contradicted
+            {**ev.claim("neg", "negative", [-0.3, -0.2], 10000, sign=-1), "sign": -1},
+            {**ev.claim("rising", "positive", [-0.3, -0.2], 10000), "accuracy still rising": True},
+            ev.claim("flat", "positive", [0.01, -0.01], 10000)]                # inconclusive
+    with pytest.raises(ValueError, match="not in the table"):
+        ev.publish_claims(rows, ["up", "typo"])
+    ev.publish_claims(rows, ["up", "down", "neg", "rising"], prefix="p_")
+    v = report.record()["values"]
+    assert (v["p_n_reproduced"], v["p_n_inconclusive"], v["p_n_contradicted"], v["p_n_claims"]) == (2, 1, 2, 5)
+    assert v["p_v_down"] == "contradicted" and abs(v["p_m_up"] - 0.25) < 1e-12 and v["p_s_up"] > 0
+    assert v["p_contradicted_list"].startswith("positive (-0.250 ± ") and v["p_contradicted_list"].count(";") == 1
+    assert (v["p_n_kind"], v["p_n_asserted"]) == (4, 3)          # "rising" is listed but still learning
+    assert [r["asserted"] for r in rows] == [True, True, True, False, False]
+    ev.check_claims(rows)
+    checks = {c["name"]: c["passed"] for c in report.record()["checks"]}
+    assert checks == {"claim-up": True, "claim-down": False, "claim-neg": True}   # "down" fails the build

@@ -150,6 +150,12 @@ def test_device_enters_the_key(env):
     a = store.cached("dev", {"n": 1}, lambda: {"v": 1}, device="cuda")
     b = store.cached("dev", {"n": 1}, lambda: {"v": 2}, device="cpu")
     assert a == {"v": 1} and b == {"v": 2}
+    # lookup and is_stored find each under the key cached used, and nothing on a third device
+    assert store.lookup("dev", {"n": 1}, device="cuda") == {"v": 1} and store.lookup("dev", {"n": 1}) == {"v": 2}
+    assert store.is_stored("dev", {"n": 1}, device="cuda") and store.is_stored("dev", {"n": 1}, device="cpu")
+    assert not store.is_stored("dev", {"n": 1}, device="mps") and store.lookup("dev", {"n": 1}, device="mps") is None
+    name = store.result_name("dev", {"n": 1}, device="cuda")
+    assert (env / "cache" / name).exists() and name != store.result_name("dev", {"n": 1})
 
 
 def test_wall_seconds_of_work_done_before_the_call(env):
