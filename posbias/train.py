@@ -328,7 +328,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
 #: Training settings of the profiles; chapters may override ``seeds`` and ``steps``.
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"steps": 20, "seeds": [0], "eval_every": 10, "n_test": 64, "n_sweep": 32, "n_sink": 32},
-    "default": {"steps": 1000, "seeds": [0, 1], "eval_every": 250, "n_test": 2000, "n_sweep": 500, "n_sink": 500},
+    "default": {"steps": 1000, "seeds": [0, 1, 2, 3, 4], "eval_every": 250, "n_test": 2000, "n_sweep": 500, "n_sink": 500},
     "paper": {"steps": 100_000, "seeds": [0, 1, 2, 3, 4], "eval_every": 5000, "n_test": 10000,
               "n_sweep": 2000, "n_sink": 10000},
 }
