@@ -107,6 +107,10 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     if args.write_data:
         os.environ["POSBIAS_WRITE_DATA"] = "1"
+    if args.status:
+        print(f"{chapter.id} ({args.profile} profile): " + train.format_status(
+            train.campaign_status(experiment, profile, **settings)))
+        return 0
     if args.no_train:
         found, missing = train.store_finished(experiment, profile, **settings)
         where = "committed to data/ (or already there)" if args.write_data else "stored"
@@ -178,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="set a parameter (repeatable)")
     p.add_argument("--profile", default="paper", choices=PROFILES,
                    help="the chapter's profile (default paper: campaigns are for long runs)")
+    p.add_argument("--status", action="store_true",
+                   help="train nothing: say how many units are stored and how far each unfinished ensemble has got "
+                        "(from its checkpoint), with its pace and the time to go")
     p.add_argument("--no-train", action="store_true",
                    help="train nothing: store the finished units and count the missing ones")
     p.add_argument("--write-data", action="store_true",

@@ -247,10 +247,12 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
     return None
 
 
-def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1) -> Path:
-    """A folder in the user cache for the checkpoints of one resumable unit of work."""
+def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1, *, create: bool = True) -> Path:
+    """A folder in the user cache for the checkpoints of one resumable unit of work (made unless
+    ``create=False``, for a look that must leave no trace)."""
     d = cache_dir() / experiment / f"{key_of(experiment, params, version)}.ckpt"
-    d.mkdir(parents=True, exist_ok=True)
+    if create:
+        d.mkdir(parents=True, exist_ok=True)
     return d
 
 

@@ -436,21 +436,18 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     units = [u for us in groups.values() for u in us]
     missing = [u for u in dict.fromkeys(units) if not _stored(u)]
     fresh: dict[Unit, dict[str, Any]] = {}
-    by_shape: dict[tuple, list[Unit]] = {}
-    for u in missing:
-        by_shape.setdefault(u.group_key(), []).append(u)
 
     def _store(u: Unit) -> dict[str, Any]:
         compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress, log=log)[0])
         return store.cached(UNIT_EXPERIMENT, u.params(), compute, version=VERSION, seeds=[u.seed],
                             device=_store_device(), wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None)
 
-    parts = [us[lo:lo + max_members] for us in by_shape.values() for lo in range(0, len(us), max_members)]
+    parts = _ensembles(missing, max_members)
     # First pass: ensembles no other process is training; second pass: wait for the others. So the
     # same campaign started once per core trains different ensembles side by side.
     for wait in (False, True):
         for part in [p for p in parts if not all(_stored(u) for u in p)]:
-            ck = store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
+            ck = _checkpoint_of(part)
             with _exclusive(ck.parent / f"{ck.name}.lock", log, wait=wait) as held:
                 if not held:
                     continue
@@ -464,6 +461,65 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                 shutil.rmtree(ck, ignore_errors=True)
 
     return {label: [_store(u) for u in us] for label, us in groups.items()}
+
+
+def _ensembles(missing: list[Unit], max_members: int) -> list[list[Unit]]:
+    """How :func:`run_campaign` splits the units it has to train into ensembles (by
+    :meth:`Unit.group_key`, at most ``max_members`` each); the split fixes each checkpoint's key."""
+    by_group: dict[tuple, list[Unit]] = {}
+    for u in missing:
+        by_group.setdefault(u.group_key(), []).append(u)
+    return [us[lo:lo + max_members] for us in by_group.values() for lo in range(0, len(us), max_members)]
+
+
+def _checkpoint_of(part: list[Unit], create: bool = True) -> Path:
+    from . import store
+    return store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION, create=create)
+
+
+def campaign_status(experiment: str, profile: str = "paper", *, max_members: int = 64,
+                    **overrides: Any) -> dict[str, Any]:
+    """Where a campaign stands, read from ``data/``, the user cache and the checkpoints; trains,
+    locks and writes nothing. Same arguments as :func:`run_campaign`.
+
+    Returns ``{"units", "stored", "ensembles"}``: the campaign's unit count, how many are stored, and
+    one dict per ensemble still to train, as :func:`run_campaign` would split them, with ``depth``,
+    ``pe``, ``members``, ``steps``, and from its checkpoint (``None`` when it has none yet) ``step``
+    (done), ``wall`` (training seconds so far, over every sitting) and ``age`` (seconds since the
+    checkpoint was saved: a few minutes at most while a process is training it).
+    """
+    settings = {**PROFILES[profile], **overrides}
+    units = list(dict.fromkeys(u for us in campaign_units(experiment, **settings).values() for u in us))
+    missing = [u for u in units if not _stored(u)]
+    rows = []
+    for part in _ensembles(missing, max_members):
+        ckpt = _checkpoint_of(part, create=False) / "state.pt"
+        st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
+        try:
+            age = None if st is None else max(0.0, time.time() - ckpt.stat().st_mtime)
+        except FileNotFoundError:       # the ensemble finished just now
+            age = None
+        u = part[0]
+        rows.append({"depth": u.depth, "pe": u.config.pe, "members": len(part), "steps": u.steps,
+                     "step": None if st is None else int(st["step"]),
+                     "wall": None if st is None else float(st["wall"]), "age": age})
+    return {"units": len(units), "stored": len(units) - len(missing), "ensembles": rows}
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """:func:`campaign_status` as lines of text, with the pace so far and the time to go at that pace."""
+    lines = [f"{status['stored']} of {status['units']} units stored; {status['units'] - status['stored']} to train "
+             f"in {len(status['ensembles'])} ensemble(s)"]
+    for r in status["ensembles"]:
+        head = f"  depth {r['depth']}, {r['pe']} PE, {r['members']} units: "
+        if r["step"] is None:
+            lines.append(head + f"not started (0/{r['steps']} steps)")
+            continue
+        pace = r["wall"] / max(r["step"], 1)
+        lines.append(head + f"step {r['step']}/{r['steps']} ({100 * r['step'] / r['steps']:.1f}%), "
+                     f"{1e3 * pace:.0f} ms/step so far, about {(r['steps'] - r['step']) * pace / 3600:.1f} h to go "
+                     "at that pace" + ("" if r["age"] is None else f"; checkpoint saved {r['age']:.0f} s ago"))
+    return "\n".join(lines)
 
 
 def stored_campaign(experiment: str, profile: str = "paper", **overrides: Any) -> dict[str, list[dict[str, Any] | None]]:

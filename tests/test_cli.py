@@ -166,12 +166,17 @@ def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
     shutil.copytree(tree, own, ignore=IGNORE)           # this test writes data/
     cache, params = tmp_path / "cache", ["--profile", "smoke"]
     before = sorted((own / "data" / "wu-units").glob("*.json"))
+    proc = run(own, "campaign", "wu-fig-5", *params, "--status", cache=cache)
+    assert proc.returncode == 0 and "0 of 1 units stored; 1 to train in 1 ensemble(s)" in proc.stdout, proc.stdout
+    assert "not started (0/20 steps)" in proc.stdout and not cache.exists()     # a look leaves no trace
     proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
     assert proc.returncode == 0, proc.stderr
     assert "0 finished units" in proc.stdout and "1 not trained yet" in proc.stdout
     assert not list(cache.rglob("*.json")) and sorted((own / "data" / "wu-units").glob("*.json")) == before
     assert run(own, "campaign", "wu-fig-5", *params, "--quiet", cache=cache).returncode == 0
     (cached,) = (cache / "wu-units").glob("*.json")
+    proc = run(own, "campaign", "wu-fig-5", *params, "--status", cache=cache)
+    assert "1 of 1 units stored; 0 to train" in proc.stdout, proc.stdout
     proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
     assert proc.returncode == 0 and "1 finished units committed" in proc.stdout, proc.stdout + proc.stderr
     committed = own / "data" / "wu-units" / cached.name

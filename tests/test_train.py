@@ -283,3 +283,33 @@ def test_stored_campaign_reads_without_training(tmp_path, monkeypatch):
     one = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **{**kw, "seeds": [1]})
     got = train.stored_campaign("wu-fig-5", "smoke", **kw)["causal|none"]
     assert got[0] is None and got[1] == one["causal|none"][0]
+
+
+def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    status = lambda: train.campaign_status("wu-fig-2", "smoke", **kw)  # noqa: E731
+    st = status()
+    assert (st["units"], st["stored"]) == (6, 0) and list(tmp_path.iterdir()) == []      # nothing created
+    assert sorted((r["pe"], r["members"], r["step"]) for r in st["ensembles"]) == [("none", 4, None), ("rope", 2, None)]
+    # an ensemble stopped by SIGTERM during its third step: the checkpoint says how far it got
+    rope_units = train.campaign_units("wu-fig-2", **{**train.PROFILES["smoke"], **kw})["RoPE|2"]
+    (part,) = train._ensembles(rope_units, 64)
+    orig, calls = train.ensemble_batch, {"n": 0}
+
+    def signalling(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(train, "ensemble_batch", signalling)
+    with pytest.raises(train.Interrupted):
+        train.train_units(part, checkpoint_dir=train._checkpoint_of(part), progress=False, log=lambda s: None)
+    monkeypatch.setattr(train, "ensemble_batch", orig)
+    rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
+    assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and 0 <= rope["age"] < 600
+    assert "depth 2, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
+    train.run_campaign("wu-fig-2", "smoke", progress=False, log=lambda s: None, **kw)
+    assert status() == {"units": 6, "stored": 6, "ensembles": []}
