@@ -118,9 +118,13 @@ def _keyed(params: dict[str, Any], device: str | None) -> dict[str, Any]:
     return params if device in (None, "cpu") else {**params, "_device": device}
 
 
+def _name(experiment: str, key: str) -> str:
+    return f"{experiment}/{key}.json"
+
+
 def result_name(experiment: str, params: dict[str, Any], version: int | str = 1, device: str | None = None) -> str:
     """Where a result lives, relative to ``data/`` and to the user cache: ``<experiment>/<key>.json``."""
-    return f"{experiment}/{key_of(experiment, _keyed(params, device), version)}.json"
+    return _name(experiment, key_of(experiment, _keyed(params, device), version))
 
 
 def is_stored(experiment: str, params: dict[str, Any], *, version: int | str = 1, device: str | None = None) -> bool:
@@ -186,7 +190,7 @@ def cached(
 
     params = _keyed(params, device)
     key = key_of(experiment, params, version)
-    name = result_name(experiment, params, version)
+    name = _name(experiment, key)
     write_data = os.environ.get("POSBIAS_WRITE_DATA") == "1"
 
     committed = DATA / name

@@ -431,10 +431,8 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     """
     from . import store
 
-    settings = {**PROFILES[profile], **overrides}
-    groups = campaign_units(experiment, **settings)
-    units = [u for us in groups.values() for u in us]
-    missing = [u for u in dict.fromkeys(units) if not _stored(u)]
+    groups = campaign_units(experiment, **{**PROFILES[profile], **overrides})
+    missing = [u for u in _distinct(groups) if not _stored(u)]
     fresh: dict[Unit, dict[str, Any]] = {}
 
     def _store(u: Unit) -> dict[str, Any]:
@@ -463,6 +461,11 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     return {label: [_store(u) for u in us] for label, us in groups.items()}
 
 
+def _distinct(groups: dict[str, list[Unit]]) -> list[Unit]:
+    """The units of a campaign's groups, each once (chapters' groups may share units), in order."""
+    return list(dict.fromkeys(u for us in groups.values() for u in us))
+
+
 def _ensembles(missing: list[Unit], max_members: int) -> list[list[Unit]]:
     """How :func:`run_campaign` splits the units it has to train into ensembles (by
     :meth:`Unit.group_key`, at most ``max_members`` each); the split fixes each checkpoint's key."""
@@ -488,8 +491,7 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
     (done), ``wall`` (training seconds so far, over every sitting) and ``age`` (seconds since the
     checkpoint was saved: a few minutes at most while a process is training it).
     """
-    settings = {**PROFILES[profile], **overrides}
-    units = list(dict.fromkeys(u for us in campaign_units(experiment, **settings).values() for u in us))
+    units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
     missing = [u for u in units if not _stored(u)]
     rows = []
     for part in _ensembles(missing, max_members):
@@ -540,8 +542,7 @@ def store_finished(experiment: str, profile: str = "paper", **overrides: Any) ->
     spread over several sittings can be committed part by part."""
     from . import store
 
-    settings = {**PROFILES[profile], **overrides}
-    units = list(dict.fromkeys(u for us in campaign_units(experiment, **settings).values() for u in us))
+    units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
     dev = _store_device()
     done = [u for u in units if store.lookup(UNIT_EXPERIMENT, u.params(), version=VERSION, device=dev) is not None]
     for u in done:

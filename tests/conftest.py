@@ -19,6 +19,16 @@ def posbias_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "posbias.cli", *args]
 
 
+@pytest.fixture
+def fresh(monkeypatch, tmp_path) -> Path:
+    """An empty ``posbias.report`` record written to ``tmp_path``, as inside ``posbias run``."""
+    from posbias import report
+
+    monkeypatch.setenv("POSBIAS_RUN_DIR", str(tmp_path))
+    monkeypatch.setattr(report, "_RECORD", {"checks": [], "values": {}, "data": [], "figures": []})
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def smoke_book(tmp_path_factory) -> dict:
     """``posbias build --profile smoke`` in a copy of the repository; returns paths, exit code, log and time."""

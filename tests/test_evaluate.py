@@ -123,14 +123,12 @@ def test_fixed_depth_claims_are_the_stated_differences():
                    "decay-more-than-rope": (5.0, 4, ["RoPE", "decay"])}
 
 
-def test_publish_and_check_claims(monkeypatch, tmp_path):
+def test_publish_and_check_claims(fresh):
     """The claims table: glued verdicts and counts; a listed claim is asserted only once its networks stopped."""
     import pytest
 
     from posbias import report
 
-    monkeypatch.setenv("POSBIAS_RUN_DIR", str(tmp_path))
-    monkeypatch.setattr(report, "_RECORD", {"checks": [], "values": {}, "data": [], "figures": []})
     rows = [ev.claim("up", "positive", [0.3, 0.2], 10000),                     # reproduced
             ev.claim("down", "positive", [-0.3, -0.2], 10000),                 # contradicted
             {**ev.claim("neg", "negative", [-0.3, -0.2], 10000, sign=-1), "sign": -1},

@@ -9,12 +9,10 @@ from posbias import figures, report
 
 
 @pytest.fixture
-def run_dir(monkeypatch, tmp_path):
-    monkeypatch.setenv("POSBIAS_RUN_DIR", str(tmp_path))
+def run_dir(fresh, monkeypatch, tmp_path):
     monkeypatch.setenv("POSBIAS_CHAPTER", "wu-thm-4-1")
     monkeypatch.setenv("POSBIAS_PARAMS", json.dumps({"depth": 3}))
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    monkeypatch.setattr(report, "_RECORD", {"checks": [], "values": {}, "data": [], "figures": []})
     figures.style()
     return tmp_path
 

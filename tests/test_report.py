@@ -7,13 +7,6 @@ import pytest
 from posbias import report
 
 
-@pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    monkeypatch.setenv("POSBIAS_RUN_DIR", str(tmp_path))
-    monkeypatch.setattr(report, "_RECORD", {"checks": [], "values": {}, "data": [], "figures": []})
-    return tmp_path
-
-
 def test_check_is_recorded_with_its_verdict(fresh):
     report.check("a", "claim a", value=1.0, expected="< 2", passed=True)
     report.check("b", "claim b", value=3.0, expected="< 2", passed=False)

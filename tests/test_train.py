@@ -19,6 +19,19 @@ def _unit(seed=0, steps=6, **kw):
                       eval_every=3, n_test=16, n_sweep=8, n_sink=8)
 
 
+def _sigterm_in_third_step(monkeypatch) -> None:
+    """Make SIGTERM arrive in the middle of the third training step (while its batch is drawn)."""
+    orig, calls = train.ensemble_batch, {"n": 0}
+
+    def signalling(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(train, "ensemble_batch", signalling)
+
+
 def test_campaign_units_cover_the_figures():
     kw = dict(steps=10, seeds=[0, 1], eval_every=5, n_test=8, n_sweep=8, n_sink=8)
     f2 = train.campaign_units("wu-fig-2", **kw)
@@ -80,18 +93,11 @@ def test_sigterm_stops_between_steps_checkpoints_and_resumes_exactly(tmp_path, m
     ref = train.train_units([u], progress=False, log=lambda s: None)[0]
     ref_rng = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
 
-    orig, calls, lines = train.ensemble_batch, {"n": 0}, []
-
-    def signalling(*a, **k):        # SIGTERM arrives in the middle of the third step
-        calls["n"] += 1
-        if calls["n"] == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return orig(*a, **k)
-
-    monkeypatch.setattr(train, "ensemble_batch", signalling)
+    lines = []
     seed_all()
     previous = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(train.Interrupted) as stop:
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted) as stop:
+        _sigterm_in_third_step(m)
         train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=1e9, progress=False, log=lines.append)
     assert signal.getsignal(signal.SIGTERM) is previous          # the handler is restored
     assert stop.value.signum == signal.SIGTERM and stop.value.step == 3   # the third step was finished
@@ -99,7 +105,6 @@ def test_sigterm_stops_between_steps_checkpoints_and_resumes_exactly(tmp_path, m
     assert lines[-1].startswith("SIGTERM at step 3/8: checkpoint saved")
     assert not list(tmp_path.glob("*.tmp"))
 
-    monkeypatch.setattr(train, "ensemble_batch", orig)
     torch.manual_seed(999), np.random.seed(0), random.seed(0)      # the resumed process starts elsewhere
     lines.clear()
     resumed = train.train_units([u], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]
@@ -296,18 +301,10 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     # an ensemble stopped by SIGTERM during its third step: the checkpoint says how far it got
     rope_units = train.campaign_units("wu-fig-2", **{**train.PROFILES["smoke"], **kw})["RoPE|2"]
     (part,) = train._ensembles(rope_units, 64)
-    orig, calls = train.ensemble_batch, {"n": 0}
-
-    def signalling(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return orig(*a, **k)
-
-    monkeypatch.setattr(train, "ensemble_batch", signalling)
-    with pytest.raises(train.Interrupted):
-        train.train_units(part, checkpoint_dir=train._checkpoint_of(part), progress=False, log=lambda s: None)
-    monkeypatch.setattr(train, "ensemble_batch", orig)
+    with monkeypatch.context() as m:
+        _sigterm_in_third_step(m)
+        with pytest.raises(train.Interrupted):
+            train.train_units(part, checkpoint_dir=train._checkpoint_of(part), progress=False, log=lambda s: None)
     rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
     assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and 0 <= rope["age"] < 600
     assert "depth 2, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
