@@ -114,8 +114,13 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.no_train:
         found, missing = train.store_finished(experiment, profile, **settings)
         where = "committed to data/ (or already there)" if args.write_data else "stored"
-        print(f"{chapter.id} ({args.profile} profile): {found} finished units {where}, {missing} not trained yet; "
-              "nothing was trained")
+        parked = ""
+        if args.write_data:
+            n = train.park_campaign(experiment, profile, log=log, **settings)
+            parked = (f"; checkpoints of unfinished ensembles: {n['parked']} committed to data/checkpoints, "
+                      f"{n['kept']} already there, {n['removed']} finished ones removed")
+        print(f"{chapter.id} ({args.profile} profile): {found} finished units {where}, {missing} not trained yet"
+              f"{parked}; nothing was trained")
         return 0
     print(f"{chapter.id} ({args.profile} profile): training the units of {experiment} it reads", file=sys.stderr)
     try:
@@ -189,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="train nothing: store the finished units and count the missing ones")
     p.add_argument("--write-data", action="store_true",
                    help="store results in data/ and its manifest; with --no-train, commit finished units from the "
-                        "cache unchanged (maintainers)")
+                        "cache unchanged and the checkpoints of unfinished ensembles to data/checkpoints, so a "
+                        "fresh clone continues the campaign where it stopped (maintainers)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_campaign)
 

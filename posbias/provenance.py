@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "git_state", "package_versions", "device_info", "collect", "canonical_json", "sha256_bytes", "sha256_file"]
+__all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "device_info", "collect", "canonical_json", "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("posbias", "torch", "numpy", "scipy", "matplotlib", "seaborn", "jupyter-book", "jupytext",
@@ -62,9 +62,34 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def cpu_info() -> dict[str, Any]:
+    """The processor, as far as floating-point roundings go: model name, family/model/stepping (from
+    ``/proc/cpuinfo`` where it exists) and the vector kernels torch dispatches to. Two CPUs with
+    equal records run the same kernels; on different ones the same code may round differently."""
+    info: dict[str, Any] = {"model_name": platform.processor() or platform.machine()}
+    try:
+        fields = {}
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if not line.strip():
+                break                                   # the first processor is enough
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+        info = {"model_name": fields.get("model name", info["model_name"]), "vendor": fields.get("vendor_id"),
+                "family": fields.get("cpu family"), "model": fields.get("model"), "stepping": fields.get("stepping")}
+    except OSError:
+        pass
+    try:
+        import torch
+
+        info["torch_capability"] = torch.backends.cpu.get_cpu_capability()
+    except (ImportError, AttributeError):
+        pass
+    return info
+
+
 def device_info(device: str | None = None) -> dict[str, Any]:
-    """The compute device in use and the thread count (imports torch lazily)."""
-    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count()}
+    """The compute device in use, the processor (:func:`cpu_info`) and the thread count (imports torch lazily)."""
+    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu": cpu_info()}
     try:
         import torch
 

@@ -12,10 +12,16 @@ A result is keyed by ``(experiment, canonical JSON of its parameters, code versi
    still names the commit, machine and wall time that computed it) and listed in the manifest.
 
 A file whose hash does not match is never read: it is reported and recomputed.
+
+Checkpoints of unfinished work live in the user cache (:func:`checkpoint_dir`). So that a campaign
+longer than one sitting can continue on another machine, a checkpoint can be *parked* in
+``data/checkpoints/<experiment>/<key>.pt`` (:func:`park`), listed in the manifest like a result;
+:func:`parked_checkpoint` reads it back only when its hash matches.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import math
@@ -32,7 +38,8 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 
 __all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write_text",
            "to_jsonable", "load_manifest", "verify_data", "locked", "RECOMPUTE", "Recompute",
-           "recomputable", "lookup", "result_name", "is_stored"]
+           "recomputable", "lookup", "result_name", "is_stored", "parked_path", "parked_checkpoint", "park",
+           "unpark", "parked_files"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -227,10 +234,7 @@ def cached(
         if source != "cache":
             atomic_write_text(target, json.dumps(rec, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
             if write_data:
-                with locked(cache_dir() / "manifest.lock"):
-                    manifest = load_manifest()
-                    manifest[name] = sha256_file(target)
-                    atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+                _set_manifest(name, sha256_file(target))
     report.note_data(_relative(target), sha256_file(target), source)
     return rec["result"]
 
@@ -249,6 +253,56 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
                 report.note_data(_relative(path), sha256_file(path), source)
                 return rec["result"]
     return None
+
+
+def _set_manifest(name: str, file_hash: str | None) -> None:
+    """List ``name`` (relative to ``data/``) in the manifest with ``file_hash``, or drop it (None)."""
+    with locked(cache_dir() / "manifest.lock"):
+        manifest = load_manifest()
+        if file_hash is None:
+            manifest.pop(name, None)
+        else:
+            manifest[name] = file_hash
+        atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+
+
+def parked_path(experiment: str, params: dict[str, Any], version: int | str = 1) -> Path:
+    """Where the checkpoint of the unit of work ``(experiment, params, version)`` is committed:
+    ``data/checkpoints/<experiment>/<key>.pt`` (same key as :func:`checkpoint_dir`)."""
+    return DATA / "checkpoints" / experiment / f"{key_of(experiment, params, version)}.pt"
+
+
+def parked_files() -> list[Path]:
+    """Every committed checkpoint in ``data/checkpoints``."""
+    root = DATA / "checkpoints"
+    return sorted(root.rglob("*.pt")) if root.exists() else []
+
+
+def parked_checkpoint(path: Path) -> Path | None:
+    """``path`` if it is a committed checkpoint whose SHA-256 matches the manifest, else None (a
+    missing file silently, a mismatching or unlisted one with a warning)."""
+    if not path.exists():
+        return None
+    name = str(path.relative_to(DATA))
+    expected = load_manifest().get(name)
+    if expected is None or sha256_file(path) != expected:
+        warnings.warn(f"{path}: {'not in the manifest' if expected is None else 'SHA-256 differs from the manifest'}"
+                      "; not using this committed checkpoint", stacklevel=2)
+        return None
+    return path
+
+
+def park(target: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Commit a checkpoint: ``write(f)`` it atomically to ``target`` (a :func:`parked_path`) and list
+    it in the manifest."""
+    atomic_write(target, write)
+    _set_manifest(str(target.relative_to(DATA)), sha256_file(target))
+
+
+def unpark(target: Path) -> None:
+    """Remove a committed checkpoint and its manifest entry (its work is finished and stored)."""
+    _set_manifest(str(target.relative_to(DATA)), None)
+    target.unlink(missing_ok=True)
 
 
 def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1, *, create: bool = True) -> Path:
@@ -270,6 +324,7 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
     problems = []
     manifest = load_manifest()
     on_disk = {str(p.relative_to(DATA)) for p in DATA.rglob("*.json") if p.name != "manifest.json"}
+    on_disk |= {str(p.relative_to(DATA)) for p in parked_files()}
     for name in sorted(set(manifest) | on_disk):
         path = DATA / name
         if name not in manifest:
@@ -278,6 +333,8 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
             problems.append(f"{name}: listed in the manifest but missing")
         elif sha256_file(path) != manifest[name]:
             problems.append(f"{name}: SHA-256 differs from the manifest")
+        elif path.suffix == ".pt":      # a parked checkpoint: its hash is all there is to check
+            log(f"ok  {name} (checkpoint of unfinished work)")
         else:
             rec = json.loads(path.read_text())
             if _result_hash(rec.get("result")) != rec.get("result_sha256"):
@@ -299,6 +356,11 @@ class Recompute:
     bit-identical); non-numbers must be equal, shapes and keys must match. ``ignore`` names top-level
     result keys that are measurements of the run, not results (wall times, memory, ensemble size).
     ``cost(record)`` estimates the seconds a recomputation takes (default: the stored wall time).
+
+    The tolerance holds on the CPU that computed the record (its provenance's ``cpu``). Another
+    processor may dispatch other vector kernels and round differently, so a record computed on another
+    CPU, or on one its provenance does not name, is compared within ``other_cpu_atol`` /
+    ``other_cpu_rtol`` (None: the same tolerance), explained by ``other_cpu_note``.
     """
 
     fn: Callable[[dict[str, Any]], dict[str, Any]]
@@ -307,6 +369,16 @@ class Recompute:
     ignore: tuple[str, ...] = ()
     cost: Callable[[dict[str, Any]], float] | None = None
     tolerance_note: str = ""
+    other_cpu_atol: float | None = None
+    other_cpu_rtol: float = 0.0
+    other_cpu_note: str = ""
+
+    def across_cpus(self) -> "Recompute":
+        """This recomputation with the tolerance for a record from another (or an unnamed) CPU."""
+        if self.other_cpu_atol is None:
+            return self
+        return dataclasses.replace(self, atol=self.other_cpu_atol, rtol=self.other_cpu_rtol,
+                                   tolerance_note=self.other_cpu_note)
 
     def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
         return self.fn(params)
@@ -322,13 +394,15 @@ RECOMPUTE: dict[str, Recompute] = {}
 
 
 def recomputable(experiment: str, *, atol: float = 0.0, rtol: float = 0.0, ignore: tuple[str, ...] = (),
-                 cost: Callable[[dict[str, Any]], float] | None = None, tolerance_note: str = ""):
+                 cost: Callable[[dict[str, Any]], float] | None = None, tolerance_note: str = "",
+                 other_cpu_atol: float | None = None, other_cpu_rtol: float = 0.0, other_cpu_note: str = ""):
     """Register ``fn(params) -> result`` as the way to recompute ``experiment`` (used by check-data).
 
-    Returns ``fn`` unchanged; see :class:`Recompute` for the tolerance and the other options.
+    Returns ``fn`` unchanged; see :class:`Recompute` for the tolerances and the other options.
     """
     def deco(fn):
-        RECOMPUTE[experiment] = Recompute(fn, float(atol), float(rtol), tuple(ignore), cost, tolerance_note)
+        RECOMPUTE[experiment] = Recompute(fn, float(atol), float(rtol), tuple(ignore), cost, tolerance_note,
+                                          other_cpu_atol, float(other_cpu_rtol), other_cpu_note)
         return fn
     return deco
 

@@ -15,7 +15,14 @@ CUDA, numpy, Python; the training batches themselves come from generators keyed 
 step, save a checkpoint and raise :class:`Interrupted`; a killed process loses at most the steps
 since the last checkpoint. The next identical run resumes from it and ends with bit-for-bit the
 result of an uninterrupted run (on the same device and number of torch threads), except the
-measured wall time ``train_seconds_ensemble``.
+measured wall time ``train_seconds_ensemble``. Each checkpoint lists its sittings (the provenance of
+every process that trained it: commit, packages, device, threads, start).
+
+Across machines. The user cache stays on one machine; a campaign longer than one sitting on a
+machine that does not last is carried over by committing its checkpoints: :func:`park_campaign`
+(``posbias campaign CHAPTER --no-train --write-data``) copies the checkpoint of every unfinished
+ensemble to ``data/checkpoints/`` and lists it in the manifest, and :func:`run_campaign` on a fresh
+clone continues from a committed checkpoint that is further along than its own.
 """
 from __future__ import annotations
 
@@ -36,11 +43,12 @@ import torch.nn.functional as F
 
 from . import evaluate as ev
 from .model import EnsembleNet, MemberConfig
+from .provenance import collect
 from .task import (IC_PAIRS, TaskConfig, TestSet, ensemble_batch, ic_test_sets, make_task, slot_index,
                    sweep_test_sets)
 
 __all__ = ["device", "default_threads", "checkpoint_interval", "Interrupted", "Unit", "train_units",
-           "run_campaign", "stored_campaign", "store_finished", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
+           "run_campaign", "park_campaign", "stored_campaign", "store_finished", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
            "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
 
 UNIT_EXPERIMENT = "wu-units"
@@ -239,11 +247,14 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
                 f"{torch.get_num_threads()}; for a result bit-identical to an uninterrupted run set "
                 f"POSBIAS_THREADS={st['threads']}")
 
+    sittings = (st or {}).get("sittings", []) + [
+        {**collect(device=str(dev)), "from_step": start, "torch_threads": torch.get_num_threads()}] if ckpt else []
+
     def state(done: int) -> dict[str, Any]:
         return {"format": 2, "units": [u.params() for u in units], "net": net.state_dict(), "opt": opt.state_dict(),
                 "step": done, "curves": curves, "loss_acc": loss_acc, "n_acc": n_acc,
                 "wall": time.perf_counter() - t0, "rng": _rng_state(), "threads": torch.get_num_threads(),
-                "device": str(dev)}
+                "device": str(dev), "sittings": sittings}
 
     def evaluate(step: int) -> None:
         net.eval()
@@ -450,6 +461,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                 if not held:
                     continue
                 if not all(_stored(u) for u in part):       # else another process finished them meanwhile
+                    _take_parked(part, ck / "state.pt", log)
                     log(f"{experiment}: training {len(part)} units of depth {part[0].depth} ({part[0].config.pe} PE) "
                         f"for {part[0].steps} steps")
                     for u, r in zip(part, train_units(part, checkpoint_dir=ck, progress=progress,
@@ -480,6 +492,73 @@ def _checkpoint_of(part: list[Unit], create: bool = True) -> Path:
     return store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION, create=create)
 
 
+def _parked_of(part: list[Unit]) -> Path:
+    from . import store
+    return store.parked_path(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
+
+
+def _step_of(ckpt: Path, part: list[Unit]) -> int | None:
+    """The step of ``ckpt`` if it is a readable checkpoint of exactly ``part``, else None."""
+    st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
+    return None if st is None else int(st["step"])
+
+
+def _take_parked(part: list[Unit], ckpt: Path, log: Callable[[str], None]) -> None:
+    """Copy the committed checkpoint of ``part`` (``data/checkpoints``) to the cache checkpoint
+    ``ckpt`` when it verifies and is further along than ``ckpt`` (or ``ckpt`` is missing)."""
+    from . import store
+
+    parked = store.parked_checkpoint(_parked_of(part))
+    if parked is None:
+        return
+    theirs, ours = _step_of(parked, part), _step_of(ckpt, part)
+    if theirs is not None and (ours is None or theirs > ours):
+        shutil.copyfile(parked, ckpt.parent / f".{ckpt.name}.parked.tmp")
+        os.replace(ckpt.parent / f".{ckpt.name}.parked.tmp", ckpt)
+        log(f"continuing from the committed checkpoint data/{parked.relative_to(store.DATA)} (step {theirs})")
+
+
+def park_campaign(experiment: str, profile: str = "paper", *, max_members: int = 64,
+                  log: Callable[[str], None] = print, **overrides: Any) -> dict[str, int]:
+    """Commit the state of an unfinished campaign so another machine can continue it; trains nothing.
+
+    The cache checkpoint of every unfinished ensemble (as :func:`run_campaign` splits them) that is
+    further along than its committed copy is copied to ``data/checkpoints/`` and listed in the
+    manifest; committed checkpoints all of whose units are now stored (of any campaign) are removed
+    with their manifest entries. Returns counts ``{"parked", "kept", "removed"}``.
+    """
+    from . import store
+
+    units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
+    counts = {"parked": 0, "kept": 0, "removed": 0}
+    for part in _ensembles([u for u in units if not _stored(u)], max_members):
+        ckpt, target = _checkpoint_of(part, create=False) / "state.pt", _parked_of(part)
+        st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
+        if st is None:
+            continue
+        ours = int(st["step"])
+        theirs = _step_of(target, part) if store.parked_checkpoint(target) is not None else None
+        if theirs is not None and theirs >= ours:
+            counts["kept"] += 1
+            continue
+        st["parked"] = {**collect(wall_seconds=round(float(st["wall"]), 3), seeds=[u.seed for u in part],
+                                  device=st.get("device")), "step": ours}     # who committed it, when
+        store.park(target, lambda f, st=st: torch.save(st, f))
+        counts["parked"] += 1
+        log(f"committed data/{target.relative_to(store.DATA)}: depth {part[0].depth}, {part[0].config.pe} PE, "
+            f"{len(part)} units at step {ours}/{part[0].steps}")
+    for path in store.parked_files():
+        try:
+            params = torch.load(path, map_location="cpu", weights_only=False)["units"]
+        except Exception:  # noqa: BLE001 - a damaged committed checkpoint is left for check-data to report
+            continue
+        if all(store.is_stored(UNIT_EXPERIMENT, p, version=VERSION, device=_store_device()) for p in params):
+            store.unpark(path)
+            counts["removed"] += 1
+            log(f"removed data/{path.relative_to(store.DATA)}: its units are all stored")
+    return counts
+
+
 def campaign_status(experiment: str, profile: str = "paper", *, max_members: int = 64,
                     **overrides: Any) -> dict[str, Any]:
     """Where a campaign stands, read from ``data/``, the user cache and the checkpoints; trains,
@@ -489,14 +568,21 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
     one dict per ensemble still to train, as :func:`run_campaign` would split them, with ``depth``,
     ``pe``, ``members``, ``steps``, and from its checkpoint (``None`` when it has none yet) ``step``
     (done), ``wall`` (training seconds so far, over every sitting) and ``age`` (seconds since the
-    checkpoint was saved: a few minutes at most while a process is training it).
+    checkpoint was saved: a few minutes at most while a process is training it); ``committed`` says
+    the furthest checkpoint is the one in ``data/checkpoints`` (:func:`park_campaign`).
     """
+    from . import store
+
     units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
     missing = [u for u in units if not _stored(u)]
     rows = []
     for part in _ensembles(missing, max_members):
         ckpt = _checkpoint_of(part, create=False) / "state.pt"
         st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
+        committed = False
+        parked = _parked_of(part)
+        if store.parked_checkpoint(parked) is not None and (st is None or (_step_of(parked, part) or -1) > st["step"]):
+            st, ckpt, committed = _load_checkpoint(parked, part, torch.device("cpu"), log=lambda s: None), parked, True
         try:
             age = None if st is None else max(0.0, time.time() - ckpt.stat().st_mtime)
         except FileNotFoundError:       # the ensemble finished just now
@@ -504,7 +590,7 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
         u = part[0]
         rows.append({"depth": u.depth, "pe": u.config.pe, "members": len(part), "steps": u.steps,
                      "step": None if st is None else int(st["step"]),
-                     "wall": None if st is None else float(st["wall"]), "age": age})
+                     "wall": None if st is None else float(st["wall"]), "age": age, "committed": committed})
     return {"units": len(units), "stored": len(units) - len(missing), "ensembles": rows}
 
 
@@ -520,7 +606,8 @@ def format_status(status: dict[str, Any]) -> str:
         pace = r["wall"] / max(r["step"], 1)
         lines.append(head + f"step {r['step']}/{r['steps']} ({100 * r['step'] / r['steps']:.1f}%), "
                      f"{1e3 * pace:.0f} ms/step so far, about {(r['steps'] - r['step']) * pace / 3600:.1f} h to go "
-                     "at that pace" + ("" if r["age"] is None else f"; checkpoint saved {r['age']:.0f} s ago"))
+                     "at that pace" + ("; from the committed checkpoint" if r.get("committed") else
+                                       "" if r["age"] is None else f"; checkpoint saved {r['age']:.0f} s ago"))
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 Every test works on a copy of data/ in a temporary folder; the real data/ is never written.
 """
+import dataclasses
 import json
 import shutil
 
@@ -164,3 +165,33 @@ def test_every_committed_kim_sim_record_has_first_mass():
         assert len(fm) == t and all(len(row) == n for row in fm), path.name
         assert all(math.isfinite(x) and 0.0 <= x <= 1.0 + 1e-12 for row in fm for x in row), path.name
         assert all(abs(row[0] - 1.0) < 1e-12 for row in fm), path.name        # token 1 only sees itself
+
+
+@pytest.mark.parametrize("recorded, verdict", [("this", "FAIL"), ("other", "ok"), (None, "ok")])
+def test_tolerance_is_exact_on_the_recording_cpu_and_wider_on_another(data_copy, monkeypatch, recorded, verdict):
+    """A recomputation 0.01 off fails against a record made on this CPU (1e-6 absolute); against a record
+    from another CPU, or one whose provenance names none, it is within the stated 0.05 and says why."""
+    from posbias.provenance import cpu_info, sha256_file
+
+    path = _cheapest(data_copy, "wu-units")
+    rec = json.loads(path.read_text())
+    cpu = {"this": cpu_info(), "other": {**cpu_info(), "family": "0", "model_name": "Elsewhere"}, None: None}[recorded]
+    rec["provenance"].pop("cpu", None)
+    if cpu is not None:
+        rec["provenance"]["cpu"] = cpu
+    path.write_text(json.dumps(rec))
+    manifest = json.loads((data_copy / "manifest.json").read_text())
+    manifest[str(path.relative_to(data_copy))] = sha256_file(path)
+    (data_copy / "manifest.json").write_text(json.dumps(manifest))
+    off = {**rec["result"], "ic_accuracy": {k: v + 0.01 for k, v in rec["result"]["ic_accuracy"].items()}}
+    monkeypatch.setitem(store.RECOMPUTE, "wu-units",
+                        dataclasses.replace(store.RECOMPUTE["wu-units"], fn=lambda p: off))
+    row = _row(checkdata.run_checks(sample=1, experiments=["wu-units"], log=lambda *a: None), path, data_copy)
+    assert row.recomputed == "yes" and row.verdict.startswith(verdict), (row.verdict, row.notes)
+    assert row.max_abs == pytest.approx(0.01)
+    if recorded == "this":
+        assert row.tolerance == "abs 1e-06" and not any("CPU" in n for n in row.notes)
+    else:
+        assert row.tolerance == "abs 0.05"
+        assert any(n.startswith("computed on another CPU (Elsewhere" if cpu else
+                                "computed on a CPU its provenance does not name") for n in row.notes), row.notes

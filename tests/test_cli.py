@@ -172,6 +172,8 @@ def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
     proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
     assert proc.returncode == 0, proc.stderr
     assert "0 finished units" in proc.stdout and "1 not trained yet" in proc.stdout
+    assert "checkpoints of unfinished ensembles: 0 committed to data/checkpoints" in proc.stdout, proc.stdout
+    assert not (own / "data" / "checkpoints").exists()          # nothing had started: nothing to commit
     assert not list(cache.rglob("*.json")) and sorted((own / "data" / "wu-units").glob("*.json")) == before
     assert run(own, "campaign", "wu-fig-5", *params, "--quiet", cache=cache).returncode == 0
     (cached,) = (cache / "wu-units").glob("*.json")

@@ -310,3 +310,73 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     assert "depth 2, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
     train.run_campaign("wu-fig-2", "smoke", progress=False, log=lambda s: None, **kw)
     assert status() == {"units": 6, "stored": 6, "ensembles": []}
+
+
+def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monkeypatch):
+    """park_campaign commits the checkpoint of a stopped ensemble to data/checkpoints; a run with an
+    empty cache (another machine) continues from it and ends bit-identical to an uninterrupted run;
+    once the units are stored the committed checkpoint is removed; a tampered one is not used."""
+    from posbias import checkdata, store
+
+    torch.set_num_threads(1)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")
+    monkeypatch.setattr(store, "DATA", data)
+    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    monkeypatch.setenv("POSBIAS_THREADS", "1")
+    kw = dict(steps=5, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
+    units = train.campaign_units("wu-fig-6", **kw, windows=[4], prefixes=[2])
+    flat = train._distinct(units)
+    ref = train.train_units(flat, progress=False, log=lambda s: None)      # uninterrupted, no checkpoint
+    quiet = lambda s: None  # noqa: E731
+    run = lambda **k: train.run_campaign("wu-fig-6", "smoke", progress=False, **kw, windows=[4], prefixes=[2], **k)  # noqa: E731
+    park = lambda: train.park_campaign("wu-fig-6", "smoke", log=quiet, **kw, windows=[4], prefixes=[2])  # noqa: E731
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-1"))
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):
+        _sigterm_in_third_step(m)
+        run(log=quiet)
+    assert park() == {"parked": 1, "kept": 0, "removed": 0}
+    (parked,) = store.parked_files()
+    assert parked == train._parked_of(flat) and parked.parent == data / "checkpoints" / "wu-units"
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert manifest == {str(parked.relative_to(data)): store.sha256_file(parked)}
+    st = torch.load(parked, weights_only=False)
+    assert st["step"] == 3 and st["parked"]["step"] == 3 and st["parked"]["seeds"] == [0, 1] * 3
+    assert [s["from_step"] for s in st["sittings"]] == [0] and "git" in st["sittings"][0]
+    assert park() == {"parked": 0, "kept": 1, "removed": 0}                 # nothing new to commit
+    assert store.verify_data(log=quiet) == []
+    row = next(r for r in checkdata.run_checks(sample=0, log=quiet) if r.file.endswith(".pt"))
+    assert (row.recomputed, row.verdict) == ("checkpoint", "ok")
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-2"))       # a fresh clone: empty cache
+    status = train.campaign_status("wu-fig-6", "smoke", **kw, windows=[4], prefixes=[2])
+    assert [(r["step"], r["committed"]) for r in status["ensembles"]] == [(3, True)]
+    assert "from the committed checkpoint" in train.format_status(status)
+    lines = []
+    got = run(log=lines.append)
+    assert any(s.startswith("continuing from the committed checkpoint data/checkpoints/wu-units/") for s in lines)
+    assert any("trained 2 of 5 steps" in s for s in lines), lines
+    by_unit = {json.dumps(u.params()): r for u, r in zip(flat, ref)}
+    for us, rs in zip(units.values(), got.values()):
+        for u, r in zip(us, rs):
+            assert _without_wall_time(r) == json.loads(json.dumps(_without_wall_time(by_unit[json.dumps(u.params())])))
+    assert park() == {"parked": 0, "kept": 0, "removed": 1}
+    assert store.parked_files() == [] and json.loads((data / "manifest.json").read_text()) == {}
+
+    # a committed checkpoint whose bytes differ from the manifest is refused: training starts at step 0
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-3"))
+    other = dict(kw, seeds=[2])
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):
+        _sigterm_in_third_step(m)
+        train.run_campaign("wu-fig-5", "smoke", progress=False, log=quiet, **other)
+    assert train.park_campaign("wu-fig-5", "smoke", log=quiet, **other)["parked"] == 1
+    (parked,) = store.parked_files()
+    parked.write_bytes(parked.read_bytes() + b"\0")
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-4"))
+    lines.clear()
+    with pytest.warns(UserWarning, match="SHA-256 differs from the manifest"):
+        train.run_campaign("wu-fig-5", "smoke", progress=False, log=lines.append, **other)
+    assert any("trained 5 of 5 steps" in s for s in lines), lines

@@ -1,0 +1,22 @@
+"""posbias.provenance: what a stored result says about the code, the environment and the processor."""
+from pathlib import Path
+
+import torch
+
+from posbias import provenance
+
+
+def test_cpu_info_names_the_processor_and_torch_kernels():
+    cpu = provenance.cpu_info()
+    assert cpu["model_name"] and cpu["torch_capability"] == torch.backends.cpu.get_cpu_capability()
+    if Path("/proc/cpuinfo").exists():
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+        assert f"model name\t: {cpu['model_name']}" in first and f"cpu family\t: {cpu['family']}" in first
+    assert provenance.cpu_info() == cpu                         # stable: records of one machine compare equal
+
+
+def test_collect_records_the_cpu_threads_and_commit():
+    rec = provenance.collect(wall_seconds=1.5, seeds=[3], device="cpu")
+    assert rec["cpu"] == provenance.cpu_info() and rec["torch_threads"] == torch.get_num_threads()
+    assert rec["wall_seconds"] == 1.5 and rec["seeds"] == [3] and rec["device"] == "cpu"
+    assert set(rec["git"]) == {"commit", "dirty"} and rec["packages"]["torch"] == torch.__version__
