@@ -349,7 +349,8 @@ def check_data(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
     for exp in sorted({r.experiment for r in rows if r.recomputed == "unregistered"}):
         print(f"note: {exp}: not recomputable: {NOT_RECOMPUTABLE.get(exp, 'no @store.recomputable registration')}")
     for exp, spec in sorted(store.RECOMPUTE.items()):
-        if spec.tolerance_note and any(r.experiment == exp and r.recomputed == "yes" for r in rows):
+        if spec.tolerance_note and any(r.experiment == exp and r.recomputed == "yes" and r.tolerance == _tolerance(spec)
+                                       for r in rows):      # rows from another CPU explain their tolerance in a note
             print(f"tolerance: {exp}: {_tolerance(spec)} ({spec.tolerance_note})")
     bad = [r for r in rows if r.bad]
     n_re = sum(r.recomputed == "yes" for r in rows)
