@@ -184,13 +184,15 @@ def cached(
     seeds: list[int] | None = None,
     device: str | None = None,
     wall_seconds: float | None = None,
+    extra_provenance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The result of ``compute()`` for ``(experiment, params, version)``, from data/, the cache, or fresh.
 
     ``params`` must hold everything the result depends on; bump ``version`` whenever the code that
     computes it changes its output. ``device`` other than ``cpu``/None enters the key, so results from
     different devices never mix. The provenance records the time ``compute()`` took, or
-    ``wall_seconds`` when the work was done before the call (a unit trained in an ensemble). Returns
+    ``wall_seconds`` when the work was done before the call (a unit trained in an ensemble), and
+    ``extra_provenance`` (e.g. the sittings of a resumed training) when it is computed now. Returns
     the result dict (arrays come back as nested lists).
     """
     from . import report
@@ -225,8 +227,8 @@ def cached(
                 "params": to_jsonable(params),
                 "result": result,
                 "result_sha256": _result_hash(result),
-                "provenance": collect(started=started, wall_seconds=round(wall if wall_seconds is None else wall_seconds, 3),
-                                      seeds=seeds, device=device),
+                "provenance": {**collect(started=started, wall_seconds=round(wall if wall_seconds is None else wall_seconds, 3),
+                                         seeds=seeds, device=device), **to_jsonable(extra_provenance or {})},
             }
             source = "computed"
         else:

@@ -446,10 +446,13 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     missing = [u for u in _distinct(groups) if not _stored(u)]
     fresh: dict[Unit, dict[str, Any]] = {}
 
+    sittings: dict[Unit, list[dict[str, Any]]] = {}
+
     def _store(u: Unit) -> dict[str, Any]:
         compute = (lambda: fresh[u]) if u in fresh else (lambda: train_units([u], progress=progress, log=log)[0])
         return store.cached(UNIT_EXPERIMENT, u.params(), compute, version=VERSION, seeds=[u.seed],
-                            device=_store_device(), wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None)
+                            device=_store_device(), wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None,
+                            extra_provenance={"sittings": sittings[u]} if sittings.get(u) else None)
 
     parts = _ensembles(missing, max_members)
     # First pass: ensembles no other process is training; second pass: wait for the others. So the
@@ -464,9 +467,11 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                     _take_parked(part, ck / "state.pt", log)
                     log(f"{experiment}: training {len(part)} units of depth {part[0].depth} ({part[0].config.pe} PE) "
                         f"for {part[0].steps} steps")
-                    for u, r in zip(part, train_units(part, checkpoint_dir=ck, progress=progress,
-                                                      keep_checkpoint=True, log=log)):
+                    results = train_units(part, checkpoint_dir=ck, progress=progress, keep_checkpoint=True, log=log)
+                    st = _load_checkpoint(ck / "state.pt", part, torch.device("cpu"), log=lambda s: None) or {}
+                    for u, r in zip(part, results):
                         fresh[u] = r
+                        sittings[u] = st.get("sittings", [])     # who trained it, where, from which step
                         _store(u)       # at once: a later interruption keeps this group's units
                 shutil.rmtree(ck, ignore_errors=True)
 

@@ -363,6 +363,10 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     for us, rs in zip(units.values(), got.values()):
         for u, r in zip(us, rs):
             assert _without_wall_time(r) == json.loads(json.dumps(_without_wall_time(by_unit[json.dumps(u.params())])))
+    for u in flat:      # each unit's provenance lists both sittings, on machine 1 from step 0, here from step 3
+        rec = json.loads((tmp_path / "machine-2" / store.result_name("wu-units", u.params(), train.VERSION)).read_text())
+        assert [s["from_step"] for s in rec["provenance"]["sittings"]] == [0, 3]
+        assert all(s["cpu"] == rec["provenance"]["cpu"] for s in rec["provenance"]["sittings"])
     assert park() == {"parked": 0, "kept": 0, "removed": 1}
     assert store.parked_files() == [] and json.loads((data / "manifest.json").read_text()) == {}
 
