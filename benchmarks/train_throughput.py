@@ -6,8 +6,11 @@ ensemble per PE, :meth:`posbias.train.Unit.group_key`), as one mixed ensemble, a
 reports steps per second, the speed-up, model FLOP/s as a share of an fp32 matmul peak measured in
 the same run, the share of time spent making data, and projects Figure 2 at the paper's settings.
 With ``--bf16`` it also times bfloat16 autocast (AMX on recent Xeons) against a bf16 matmul peak.
+With ``--allocator ROUNDS`` it times the depth-4 No-PE ensemble (10 members) in child processes
+with and without :func:`posbias.train.tune_allocator`, alternating, ROUNDS of each, pairwise
+concurrent when two cores are free (the allocator cannot be untuned within one process).
 
-    python benchmarks/train_throughput.py [--steps 20] [--threads 1] [--bf16] [--json out.json]
+    python benchmarks/train_throughput.py [--steps 20] [--threads 1] [--bf16] [--allocator 2] [--json out.json]
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ import torch.nn.functional as F
 
 from posbias.model import EnsembleNet, MemberConfig
 from posbias.task import TaskConfig, ensemble_batch, make_task
-from posbias.train import FIG2_PES
+from posbias.train import FIG2_PES, tune_allocator
 
 B, D, L = 128, 64, 32
 
@@ -71,6 +74,50 @@ def time_steps(configs, seeds, depth, steps, bf16=False, warmup=3) -> tuple[floa
     return (time.perf_counter() - t0) / steps, t_data / steps
 
 
+_CHILD = """
+import json, sys, torch
+sys.path.insert(0, {here!r})
+from train_throughput import time_steps
+from posbias.model import MemberConfig
+from posbias.train import FIG2_PES, tune_allocator
+torch.set_num_threads({threads})
+tuned = tune_allocator()
+cfgs = [MemberConfig(m, p) for m, p in FIG2_PES if p == "none" for _ in range(5)]
+t, _ = time_steps(cfgs, [s for _ in range(2) for s in range(5)], 4, {steps})
+print(json.dumps({{"tuned": tuned, "step_s": t}}))
+"""
+
+
+def allocator_ab(rounds: int, steps: int, threads: int) -> dict:
+    """Step time of the depth-4 No-PE ensemble with and without the tuned allocator (children)."""
+    import os
+    import statistics
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = _CHILD.format(here=str(Path(__file__).resolve().parent), threads=threads, steps=steps)
+    pair = len(os.sched_getaffinity(0)) >= 2 * threads
+    times: dict[str, list[float]] = {"0": [], "1": []}
+    for r in range(rounds):
+        order = ("0", "1") if r % 2 == 0 else ("1", "0")
+        procs = []
+        for flag in order:
+            env = {**os.environ, "POSBIAS_TUNE_MALLOC": flag}
+            procs.append((flag, subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)))
+            if not pair:
+                procs[-1][1].wait()
+        for flag, p in procs:
+            out = json.loads(p.communicate()[0])
+            assert out["tuned"] == (flag == "1"), out
+            times[flag].append(out["step_s"])
+    plain, tuned = statistics.median(times["0"]), statistics.median(times["1"])
+    print(f"allocator: depth-4 No-PE ensemble of 10, {rounds} round(s) {'side by side' if pair else 'in turn'}: "
+          f"glibc default {1e3 * plain:.0f} ms/step, tuned {1e3 * tuned:.0f} ms/step, x{plain / tuned:.2f}", flush=True)
+    return {"rounds": rounds, "concurrent": pair, "default_step_s": times["0"], "tuned_step_s": times["1"],
+            "speedup": plain / tuned}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
@@ -82,11 +129,16 @@ def main() -> None:
     ap.add_argument("--bf16-gaps", type=int, default=0, metavar="STEPS",
                     help="also train the depth-2 Figure 2 units for STEPS iterations under bf16 autocast and compare "
                          "their gaps with the fp32 runs of the default profile (loaded from data/ when present)")
+    ap.add_argument("--allocator", type=int, default=0, metavar="ROUNDS",
+                    help="also time training with and without posbias.train.tune_allocator, ROUNDS times each")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    tuned = tune_allocator()        # as in training (posbias.train.train_units)
     peak = matmul_peak(torch.float32)
     out = {"cpu": platform.processor() or platform.machine(), "threads": a.threads, "steps": a.steps,
-           "fp32_matmul_peak_gflops": peak / 1e9, "depths": {}}
+           "fp32_matmul_peak_gflops": peak / 1e9, "allocator_tuned": tuned, "depths": {}}
+    if a.allocator:
+        out["allocator"] = allocator_ab(a.allocator, a.steps, a.threads)
     if a.bf16:
         out["bf16_matmul_peak_gflops"] = matmul_peak(torch.bfloat16) / 1e9
     fig2_seconds = 0.0

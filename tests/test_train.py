@@ -384,3 +384,34 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     with pytest.warns(UserWarning, match="SHA-256 differs from the manifest"):
         train.run_campaign("wu-fig-5", "smoke", progress=False, log=lines.append, **other)
     assert any("trained 5 of 5 steps" in s for s in lines), lines
+
+
+_ALLOCATOR_CHILD = """
+import json, sys, torch
+from posbias import train
+from posbias.model import MemberConfig
+torch.set_num_threads(1)
+u = train.Unit(2, MemberConfig("causal", "none"), None, 0, 4, batch_size=128, eval_every=2, n_test=64, n_sweep=8, n_sink=16)
+r = train.train_units([u], progress=False, log=lambda s: None)[0]
+r.pop("train_seconds_ensemble")
+json.dump({"tuned": train.tune_allocator(), "result": r}, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_allocator_tuning_leaves_results_bit_identical():
+    """tune_allocator changes where glibc keeps freed buffers, never what is computed: a unit trained
+    with the full batch of 128 (activations of MBs, above glibc's default mmap threshold) in a
+    process with the tuning and in one without gives the identical result, losses to the last bit."""
+    import subprocess
+    import sys
+
+    out = {}
+    for flag in ("0", "1"):
+        env = {**os.environ, "POSBIAS_TUNE_MALLOC": flag, "POSBIAS_THREADS": "1"}
+        run = subprocess.run([sys.executable, "-c", _ALLOCATOR_CHILD], env=env, capture_output=True, text=True,
+                             check=True)
+        out[flag] = json.loads(run.stdout)
+    assert out["0"]["tuned"] is False and out["1"]["tuned"] is True
+    assert out["0"]["result"]["curves"]["loss"][-1] > 0
+    assert out["0"]["result"] == out["1"]["result"]
