@@ -316,11 +316,21 @@ def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str =
     return d
 
 
+def _wall_time_consistent(rec: dict[str, Any]) -> bool:
+    """A result that measured its own training (``train_seconds_ensemble``, work done before
+    :func:`cached` was called) must carry that time as its provenance's ``wall_seconds``."""
+    res, wall = rec.get("result"), rec["provenance"].get("wall_seconds")
+    if not isinstance(res, dict) or "train_seconds_ensemble" not in res:
+        return True
+    return isinstance(wall, (int, float)) and abs(wall - round(float(res["train_seconds_ensemble"]), 3)) < 1e-9
+
+
 def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
     """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
 
-    Files present but not in the manifest, manifest entries without a file, hash mismatches and
-    damaged records are problems. ``recompute_sample`` > 0 is handled by the CLI (it needs the
+    Files present but not in the manifest, manifest entries without a file, hash mismatches,
+    damaged records and a provenance wall time other than the training time the result measured
+    are problems. ``recompute_sample`` > 0 is handled by the CLI (it needs the
     registry of cheap recomputations, :data:`RECOMPUTE`).
     """
     problems = []
@@ -343,6 +353,9 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
                 problems.append(f"{name}: embedded result hash mismatch")
             elif "provenance" not in rec:
                 problems.append(f"{name}: no provenance")
+            elif not _wall_time_consistent(rec):
+                problems.append(f"{name}: provenance wall_seconds {rec['provenance'].get('wall_seconds')} is not the "
+                                f"training time the result measured ({rec['result']['train_seconds_ensemble']} s)")
             else:
                 log(f"ok  {name}")
     return problems

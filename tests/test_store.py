@@ -162,3 +162,14 @@ def test_wall_seconds_of_work_done_before_the_call(env):
     store.cached("exp", {"n": 9}, lambda: {"v": 1.0}, wall_seconds=1234.5)
     rec = json.loads(next((env / "cache" / "exp").glob("*.json")).read_text())
     assert rec["provenance"]["wall_seconds"] == 1234.5
+
+
+def test_a_trained_result_must_carry_its_training_time_as_wall_time(env, monkeypatch):
+    """A unit trained in an ensemble measures its training (train_seconds_ensemble) before cached()
+    stores it; a provenance that timed only the store call (~0 s) is a problem check-data reports."""
+    monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
+    store.cached("exp", {"n": 3}, lambda: {"train_seconds_ensemble": 61.25, "acc": 0.5}, wall_seconds=61.25)
+    assert store.verify_data(log=lambda *a: None) == []
+    store.cached("exp", {"n": 4}, lambda: {"train_seconds_ensemble": 61.25, "acc": 0.5})   # times the lambda
+    problems = store.verify_data(log=lambda *a: None)
+    assert len(problems) == 1 and "is not the training time the result measured (61.25 s)" in problems[0]
