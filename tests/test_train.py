@@ -47,33 +47,35 @@ def test_campaign_units_cover_the_figures():
     assert train.campaign_units("wu-fig-5", **kw)["causal|none"][0] == f2["No PE|2"][0]
 
 
-def test_training_is_deterministic_and_resumes(tmp_path):
+def _crash_at_step(monkeypatch, step: int, exc: BaseException) -> None:
+    """Make drawing the batch of training step ``step`` raise ``exc``: a run dying mid-way, after
+    the checkpoints of the steps before (undo with ``monkeypatch.undo()``)."""
+    orig = train.ensemble_batch
+
+    def crashing(*args, **kw):
+        if args[3] == step:
+            raise exc
+        return orig(*args, **kw)
+
+    monkeypatch.setattr(train, "ensemble_batch", crashing)
+
+
+def test_training_is_deterministic_and_resumes(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     u = _unit()
     ref = train.train_units([u], progress=False)[0]
     again = train.train_units([u], progress=False)[0]
     assert ref["curves"] == again["curves"] and ref["ic_accuracy"] == again["ic_accuracy"]
-    # interrupt: checkpoint every step, stop after 4 steps by training a shorter run is not the same
-    # unit, so emulate a stop by saving at step 3 through a zero checkpoint interval and a crash
-    import posbias.train as T
-    orig = T.ensemble_batch
-    calls = {"n": 0}
-
-    def crashing(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt
-        return orig(*a, **k)
-
-    T.ensemble_batch = crashing
-    try:
+    # a Ctrl-C in step 4 with a checkpoint after every step; the next run resumes from step 4
+    _crash_at_step(monkeypatch, 4, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
         train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        T.ensemble_batch = orig
+    monkeypatch.undo()
     assert (tmp_path / "state.pt").exists()
-    resumed = train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False)[0]
+    lines = []
+    resumed = train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False,
+                                log=lines.append)[0]
+    assert any("resumed from step 4/" in s for s in lines)
     assert resumed["curves"] == ref["curves"] and resumed["ic_accuracy"] == ref["ic_accuracy"]
     assert not (tmp_path / "state.pt").exists()
 
@@ -130,23 +132,14 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     assert torch.load(path, weights_only=False) == {"step": 1} and sorted(tmp_path.iterdir()) == [path]
 
 
-def test_checkpoint_of_other_units_or_damaged_is_not_used(tmp_path):
+def test_checkpoint_of_other_units_or_damaged_is_not_used(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     a, b = _unit(0, steps=4), _unit(1, steps=4)
     lines = []
-    orig = train.ensemble_batch
-
-    def crash_at_3(*args, **kw):
-        if args[3] == 3:
-            raise RuntimeError("crash")
-        return orig(*args, **kw)
-
-    train.ensemble_batch = crash_at_3
-    try:
-        with pytest.raises(RuntimeError):
-            train.train_units([a], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False, log=lines.append)
-    finally:
-        train.ensemble_batch = orig
+    _crash_at_step(monkeypatch, 3, RuntimeError("crash"))
+    with pytest.raises(RuntimeError):
+        train.train_units([a], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False, log=lines.append)
+    monkeypatch.undo()
     assert (tmp_path / "state.pt").exists()
     ref_b = train.train_units([b], progress=False, log=lines.append)[0]
     got_b = train.train_units([b], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]
