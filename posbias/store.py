@@ -268,15 +268,18 @@ def _set_manifest(name: str, file_hash: str | None) -> None:
         atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
 
 
+PARKED_DIR = "checkpoints"      # data/checkpoints/<experiment>/<key>.pt: unfinished work, not an experiment
+
+
 def parked_path(experiment: str, params: dict[str, Any], version: int | str = 1) -> Path:
     """Where the checkpoint of the unit of work ``(experiment, params, version)`` is committed:
     ``data/checkpoints/<experiment>/<key>.pt`` (same key as :func:`checkpoint_dir`)."""
-    return DATA / "checkpoints" / experiment / f"{key_of(experiment, params, version)}.pt"
+    return DATA / PARKED_DIR / experiment / f"{key_of(experiment, params, version)}.pt"
 
 
 def parked_files() -> list[Path]:
     """Every committed checkpoint in ``data/checkpoints``."""
-    root = DATA / "checkpoints"
+    root = DATA / PARKED_DIR
     return sorted(root.rglob("*.pt")) if root.exists() else []
 
 
