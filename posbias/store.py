@@ -15,17 +15,20 @@ A file whose hash does not match is never read: it is reported and recomputed.
 
 Checkpoints of unfinished work live in the user cache (:func:`checkpoint_dir`). So that a campaign
 longer than one sitting can continue on another machine, a checkpoint can be *parked* in
-``data/checkpoints/<experiment>/<key>.pt`` (:func:`park`), listed in the manifest like a result;
-:func:`parked_checkpoint` reads it back only when its hash matches.
+``data/checkpoints/<experiment>/`` (:func:`park`) as parts of at most 4 MiB (``<key>.001-of-003.pt``, ...),
+each listed in the manifest like a result; :func:`parked_checkpoint` joins them back only when every
+part is there and every hash matches.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import fcntl
+import io
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 import time
@@ -39,7 +42,7 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 __all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write_text",
            "to_jsonable", "load_manifest", "verify_data", "locked", "RECOMPUTE", "Recompute",
            "recomputable", "lookup", "result_name", "is_stored", "parked_path", "parked_checkpoint", "park",
-           "unpark", "parked_files"]
+           "unpark", "parked_files", "parked_parts", "parked_checkpoints", "PART_BYTES"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -259,55 +262,125 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
 
 def _set_manifest(name: str, file_hash: str | None) -> None:
     """List ``name`` (relative to ``data/``) in the manifest with ``file_hash``, or drop it (None)."""
-    with locked(cache_dir() / "manifest.lock"):
-        manifest = load_manifest()
-        if file_hash is None:
-            manifest.pop(name, None)
-        else:
-            manifest[name] = file_hash
-        atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+    _update_manifest({name: file_hash})
 
 
-PARKED_DIR = "checkpoints"      # data/checkpoints/<experiment>/<key>.pt: unfinished work, not an experiment
+PARKED_DIR = "checkpoints"      # data/checkpoints/<experiment>/<key>.<i>-of-<n>.pt: unfinished work, not an experiment
+PART_BYTES = 4 * 2**20          # a committed checkpoint is split into parts of at most 4 MiB (no tracked file over 5 MB)
+_PART = re.compile(r"^(?P<key>.+)\.(?P<i>\d{3})-of-(?P<n>\d{3})\.pt$")
 
 
 def parked_path(experiment: str, params: dict[str, Any], version: int | str = 1) -> Path:
-    """Where the checkpoint of the unit of work ``(experiment, params, version)`` is committed:
-    ``data/checkpoints/<experiment>/<key>.pt`` (same key as :func:`checkpoint_dir`)."""
+    """The name of the committed checkpoint of the unit of work ``(experiment, params, version)``:
+    ``data/checkpoints/<experiment>/<key>.pt`` (same key as :func:`checkpoint_dir`). No file has this
+    name: the checkpoint is stored as its parts (:func:`parked_parts`)."""
     return DATA / PARKED_DIR / experiment / f"{key_of(experiment, params, version)}.pt"
 
 
+def _part_path(target: Path, i: int, n: int) -> Path:
+    """Part ``i`` (1-based) of ``n`` of the committed checkpoint ``target``: ``<key>.001-of-003.pt``."""
+    return target.with_name(f"{target.name[:-len('.pt')]}.{i:03d}-of-{n:03d}.pt")
+
+
+def parked_parts(target: Path) -> list[Path]:
+    """The part files of the committed checkpoint ``target`` (a :func:`parked_path`) on disk, in order."""
+    key = target.name[:-len(".pt")]
+    return sorted(p for p in target.parent.glob(f"{key}.*-of-*.pt") if (m := _PART.match(p.name)) and m["key"] == key)
+
+
 def parked_files() -> list[Path]:
-    """Every committed checkpoint in ``data/checkpoints``."""
+    """Every file in ``data/checkpoints`` (the parts of the committed checkpoints, and anything else)."""
     root = DATA / PARKED_DIR
-    return sorted(root.rglob("*.pt")) if root.exists() else []
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
-def parked_checkpoint(path: Path) -> Path | None:
-    """``path`` if it is a committed checkpoint whose SHA-256 matches the manifest, else None (a
-    missing file silently, a mismatching or unlisted one with a warning)."""
-    if not path.exists():
+def parked_checkpoints() -> list[Path]:
+    """The committed checkpoints (their :func:`parked_path` names), one per set of parts."""
+    return sorted({p.with_name(f"{m['key']}.pt") for p in parked_files() if (m := _PART.match(p.name))})
+
+
+def _parts_problem(target: Path, manifest: dict[str, str]) -> str | None:
+    """Why the parts of ``target`` on disk and in the manifest do not make one whole checkpoint, or None."""
+    parts = parked_parts(target)
+    listed = sorted(name for name in manifest if (m := _PART.match(Path(name).name)) and m["key"] == target.name[:-3]
+                    and (DATA / name).parent == target.parent)
+    counts = {int(_PART.match(p.name)["n"]) for p in parts}
+    if len(counts) != 1:
+        return f"parts of {'different counts' if counts else 'none'} on disk ({', '.join(p.name for p in parts)})"
+    (n,) = counts
+    want = [_part_path(target, i, n) for i in range(1, n + 1)]
+    if parts != want:
+        return f"has {len(parts)} of its {n} parts"
+    if listed != [str(p.relative_to(DATA)) for p in want]:
+        return f"the manifest lists {len(listed)} parts, not its {n}"
+    return None
+
+
+def parked_checkpoint(target: Path) -> bytes | None:
+    """The bytes of the committed checkpoint ``target`` (a :func:`parked_path`), its parts joined in
+    order, if every part is present and its SHA-256 matches the manifest; else None (nothing parked
+    silently; an incomplete, mismatching or unlisted one with a warning)."""
+    if not parked_parts(target):
         return None
-    name = str(path.relative_to(DATA))
-    expected = load_manifest().get(name)
-    if expected is None or sha256_file(path) != expected:
-        warnings.warn(f"{path}: {'not in the manifest' if expected is None else 'SHA-256 differs from the manifest'}"
-                      "; not using this committed checkpoint", stacklevel=2)
+    manifest = load_manifest()
+    problem = _parts_problem(target, manifest)
+    blob = b""
+    if problem is None:
+        chunks = []
+        for p in parked_parts(target):
+            data = p.read_bytes()
+            if sha256_bytes(data) != manifest[str(p.relative_to(DATA))]:
+                problem = f"{p.name}: SHA-256 differs from the manifest"
+                break
+            chunks.append(data)
+        blob = b"".join(chunks)
+    if problem is not None:
+        warnings.warn(f"{target}: {problem}; not using this committed checkpoint", stacklevel=2)
         return None
-    return path
+    return blob
 
 
-def park(target: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Commit a checkpoint: ``write(f)`` it atomically to ``target`` (a :func:`parked_path`) and list
-    it in the manifest."""
-    atomic_write(target, write)
-    _set_manifest(str(target.relative_to(DATA)), sha256_file(target))
+def _update_manifest(changes: dict[str, str | None]) -> None:
+    """Set (hash) or drop (None) several manifest entries (names relative to ``data/``) in one write."""
+    with locked(cache_dir() / "manifest.lock"):
+        manifest = load_manifest()
+        for name, file_hash in changes.items():
+            if file_hash is None:
+                manifest.pop(name, None)
+            else:
+                manifest[name] = file_hash
+        atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+
+
+def park(target: Path, write: Callable[[BinaryIO], None]) -> list[Path]:
+    """Commit a checkpoint: ``write(f)`` it to memory, store it as parts of at most :data:`PART_BYTES`
+    next to ``target`` (a :func:`parked_path`), each written atomically, list them in the manifest
+    (one write) and remove the parts of an earlier commit that are no longer listed. Returns the parts."""
+    buf = io.BytesIO()
+    write(buf)
+    blob = buf.getvalue()
+    n = max(1, math.ceil(len(blob) / PART_BYTES))
+    if n > 999:
+        raise ValueError(f"{target}: {len(blob)} bytes would need {n} parts of {PART_BYTES}; at most 999")
+    old = parked_parts(target) + ([target] if target.exists() else [])
+    new = [_part_path(target, i, n) for i in range(1, n + 1)]
+    for i, p in enumerate(new):
+        atomic_write(p, lambda f, i=i: f.write(blob[i * PART_BYTES:(i + 1) * PART_BYTES]))
+    changes: dict[str, str | None] = {str(p.relative_to(DATA)): None for p in old if p not in new}
+    changes |= {str(p.relative_to(DATA)): sha256_file(p) for p in new}
+    _update_manifest(changes)
+    for p in old:
+        if p not in new:
+            p.unlink(missing_ok=True)
+    return new
 
 
 def unpark(target: Path) -> None:
-    """Remove a committed checkpoint and its manifest entry (its work is finished and stored)."""
-    _set_manifest(str(target.relative_to(DATA)), None)
-    target.unlink(missing_ok=True)
+    """Remove a committed checkpoint (every part) and its manifest entries (its work is finished and stored)."""
+    files = parked_parts(target) + ([target] if target.exists() else [])
+    _update_manifest({str(p.relative_to(DATA)): None for p in files})
+    for p in files:
+        p.unlink(missing_ok=True)
 
 
 def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1, *, create: bool = True) -> Path:
@@ -332,8 +405,8 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
     """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
 
     Files present but not in the manifest, manifest entries without a file, hash mismatches,
-    damaged records and a provenance wall time other than the training time the result measured
-    are problems. ``recompute_sample`` > 0 is handled by the CLI (it needs the
+    committed checkpoints missing a part, damaged records and a provenance wall time other than the
+    training time the result measured are problems. ``recompute_sample`` > 0 is handled by the CLI (it needs the
     registry of cheap recomputations, :data:`RECOMPUTE`).
     """
     problems = []
@@ -348,8 +421,11 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
             problems.append(f"{name}: listed in the manifest but missing")
         elif sha256_file(path) != manifest[name]:
             problems.append(f"{name}: SHA-256 differs from the manifest")
-        elif path.suffix == ".pt":      # a parked checkpoint: its hash is all there is to check
-            log(f"ok  {name} (checkpoint of unfinished work)")
+        elif name.startswith(f"{PARKED_DIR}/"):
+            if not _PART.match(path.name):
+                problems.append(f"{name}: not a part of a committed checkpoint (<key>.<i>-of-<n>.pt)")
+            else:               # a part of a parked checkpoint: its hash is all there is to check
+                log(f"ok  {name} (part of a checkpoint of unfinished work)")
         else:
             rec = json.loads(path.read_text())
             if _result_hash(rec.get("result")) != rec.get("result_sha256"):
@@ -361,6 +437,13 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
                                 f"training time the result measured ({rec['result']['train_seconds_ensemble']} s)")
             else:
                 log(f"ok  {name}")
+    reported = {p.partition(": ")[0] for p in problems}
+    for target in parked_checkpoints():      # each committed checkpoint must be whole: all its parts, all listed
+        if any(Path(name).parent == target.relative_to(DATA).parent and (m := _PART.match(Path(name).name))
+               and f"{m['key']}.pt" == target.name for name in reported):
+            continue                         # a part's own problem says it already
+        if (why := _parts_problem(target, manifest)) is not None:
+            problems.append(f"{target.relative_to(DATA)}: {why}")
     return problems
 
 

@@ -27,6 +27,7 @@ clone continues from a committed checkpoint that is further along than its own.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import random
 import shutil
@@ -211,12 +212,19 @@ def _deferred_signals() -> Iterator[list[int]]:
             signal.signal(s, signal.SIG_DFL if h is None else h)
 
 
-def _load_checkpoint(ckpt: Path, units: list["Unit"], dev: torch.device, log: Callable[[str], None]) -> dict | None:
-    """The checkpoint of exactly these units, or None (missing, unreadable, or another run's)."""
-    if not ckpt.exists():
+def _load_checkpoint(ckpt: Path | bytes | None, units: list["Unit"], dev: torch.device,
+                     log: Callable[[str], None]) -> dict | None:
+    """The checkpoint of exactly these units, or None (missing, unreadable, or another run's).
+    ``ckpt`` is a file or the bytes of a committed checkpoint (:func:`posbias.store.parked_checkpoint`)."""
+    if ckpt is None or (isinstance(ckpt, Path) and not ckpt.exists()):
         return None
+    if isinstance(ckpt, bytes):
+        ckpt_src: Any = io.BytesIO(ckpt)
+        ckpt = Path("<committed checkpoint>")
+    else:
+        ckpt_src = ckpt
     try:
-        st = torch.load(ckpt, map_location=dev, weights_only=False)
+        st = torch.load(ckpt_src, map_location=dev, weights_only=False)
     except Exception as e:  # noqa: BLE001 - a damaged file is reported and ignored
         log(f"warning: checkpoint {ckpt} is unreadable ({type(e).__name__}: {e}); starting from step 0")
         return None
@@ -530,25 +538,27 @@ def _parked_of(part: list[Unit]) -> Path:
     return store.parked_path(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
 
 
-def _step_of(ckpt: Path, part: list[Unit]) -> int | None:
-    """The step of ``ckpt`` if it is a readable checkpoint of exactly ``part``, else None."""
+def _step_of(ckpt: Path | bytes | None, part: list[Unit]) -> int | None:
+    """The step of ``ckpt`` (a file or a committed checkpoint's bytes) if it is a readable
+    checkpoint of exactly ``part``, else None."""
     st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
     return None if st is None else int(st["step"])
 
 
 def _take_parked(part: list[Unit], ckpt: Path, log: Callable[[str], None]) -> None:
-    """Copy the committed checkpoint of ``part`` (``data/checkpoints``) to the cache checkpoint
+    """Write the committed checkpoint of ``part`` (``data/checkpoints``) to the cache checkpoint
     ``ckpt`` when it verifies and is further along than ``ckpt`` (or ``ckpt`` is missing)."""
     from . import store
 
-    parked = store.parked_checkpoint(_parked_of(part))
-    if parked is None:
+    target = _parked_of(part)
+    blob = store.parked_checkpoint(target)
+    if blob is None:
         return
-    theirs, ours = _step_of(parked, part), _step_of(ckpt, part)
+    theirs, ours = _step_of(blob, part), _step_of(ckpt, part)
     if theirs is not None and (ours is None or theirs > ours):
-        shutil.copyfile(parked, ckpt.parent / f".{ckpt.name}.parked.tmp")
-        os.replace(ckpt.parent / f".{ckpt.name}.parked.tmp", ckpt)
-        log(f"continuing from the committed checkpoint data/{parked.relative_to(store.DATA)} (step {theirs})")
+        store.atomic_write(ckpt, lambda f: f.write(blob))
+        log(f"continuing from the committed checkpoint data/{target.relative_to(store.DATA)} (step {theirs}, "
+            f"{len(store.parked_parts(target))} part(s))")
 
 
 def park_campaign(experiment: str, profile: str = "paper", *, max_members: int = 64,
@@ -570,19 +580,20 @@ def park_campaign(experiment: str, profile: str = "paper", *, max_members: int =
         if st is None:
             continue
         ours = int(st["step"])
-        theirs = _step_of(target, part) if store.parked_checkpoint(target) is not None else None
+        theirs = _step_of(store.parked_checkpoint(target), part)
         if theirs is not None and theirs >= ours:
             counts["kept"] += 1
             continue
         st["parked"] = {**collect(wall_seconds=round(float(st["wall"]), 3), seeds=[u.seed for u in part],
                                   device=st.get("device")), "step": ours}     # who committed it, when
-        store.park(target, lambda f, st=st: torch.save(st, f))
+        files = store.park(target, lambda f, st=st: torch.save(st, f))
         counts["parked"] += 1
-        log(f"committed data/{target.relative_to(store.DATA)}: depth {part[0].depth}, {part[0].config.pe} PE, "
+        log(f"committed data/{target.relative_to(store.DATA)} ({len(files)} part(s), "
+            f"{sum(p.stat().st_size for p in files) / 1e6:.1f} MB): depth {part[0].depth}, {part[0].config.pe} PE, "
             f"{len(part)} units at step {ours}/{part[0].steps}")
-    for path in store.parked_files():
+    for path in store.parked_checkpoints():
         try:
-            params = torch.load(path, map_location="cpu", weights_only=False)["units"]
+            params = torch.load(io.BytesIO(store.parked_checkpoint(path)), map_location="cpu", weights_only=False)["units"]
         except Exception:  # noqa: BLE001 - a damaged committed checkpoint is left for check-data to report
             continue
         if all(store.is_stored(UNIT_EXPERIMENT, p, version=VERSION, device=_store_device()) for p in params):
@@ -614,8 +625,10 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
         st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
         committed = False
         parked = _parked_of(part)
-        if store.parked_checkpoint(parked) is not None and (st is None or (_step_of(parked, part) or -1) > st["step"]):
-            st, ckpt, committed = _load_checkpoint(parked, part, torch.device("cpu"), log=lambda s: None), parked, True
+        theirs = _load_checkpoint(store.parked_checkpoint(parked), part, torch.device("cpu"), log=lambda s: None)
+        if theirs is not None and (st is None or theirs["step"] > st["step"]):
+            st, committed = theirs, True
+            ckpt = (store.parked_parts(parked) or [parked])[0]
         try:
             age = None if st is None else max(0.0, time.time() - ckpt.stat().st_mtime)
         except FileNotFoundError:       # the ensemble finished just now

@@ -173,3 +173,66 @@ def test_a_trained_result_must_carry_its_training_time_as_wall_time(env, monkeyp
     store.cached("exp", {"n": 4}, lambda: {"train_seconds_ensemble": 61.25, "acc": 0.5})   # times the lambda
     problems = store.verify_data(log=lambda *a: None)
     assert len(problems) == 1 and "is not the training time the result measured (61.25 s)" in problems[0]
+
+
+def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(env, monkeypatch):
+    """park splits a checkpoint into parts of at most PART_BYTES, each in the manifest; parked_checkpoint
+    joins them back byte for byte; a re-park with fewer parts leaves none of the old ones behind; a
+    missing, altered or unlisted part makes the whole unusable (warned) and check-data reports it."""
+    monkeypatch.setattr(store, "PART_BYTES", 1000)
+    target = store.parked_path("exp", {"units": [1, 2]})
+    blob = os.urandom(2500)
+    parts = store.park(target, lambda f: f.write(blob))
+    assert [p.name for p in parts] == [target.name.replace(".pt", f".00{i}-of-003.pt") for i in (1, 2, 3)]
+    assert [p.stat().st_size for p in parts] == [1000, 1000, 500] and not target.exists()
+    assert store.parked_checkpoint(target) == blob and store.parked_checkpoints() == [target]
+    manifest = store.load_manifest()
+    assert manifest == {str(p.relative_to(env / "data")): store.sha256_file(p) for p in parts}
+    assert store.verify_data(log=lambda *a: None) == []
+
+    small = os.urandom(1000)                       # one part exactly: the three old parts go
+    (part,) = store.park(target, lambda f: f.write(small))
+    assert part.name.endswith(".001-of-001.pt") and store.parked_files() == [part]
+    assert store.parked_checkpoint(target) == small and list(store.load_manifest()) == [str(part.relative_to(env / "data"))]
+
+    parts = store.park(target, lambda f: f.write(blob))
+    parts[1].write_bytes(b"x" + parts[1].read_bytes()[1:])          # altered
+    with pytest.warns(UserWarning, match="002-of-003.pt: SHA-256 differs"):
+        assert store.parked_checkpoint(target) is None
+    assert any("SHA-256 differs" in p for p in store.verify_data(log=lambda *a: None))
+    parts = store.park(target, lambda f: f.write(blob))
+    parts[2].unlink()                                                # missing
+    with pytest.warns(UserWarning, match="has 2 of its 3 parts"):
+        assert store.parked_checkpoint(target) is None
+    assert [p.split(": ", 1)[1] for p in store.verify_data(log=lambda *a: None)] == ["listed in the manifest but missing"]
+    store._set_manifest(str(parts[2].relative_to(env / "data")), None)   # missing and unlisted: only the whole says so
+    assert store.verify_data(log=lambda *a: None) == [f"{target.relative_to(env / 'data')}: has 2 of its 3 parts"]
+    parts = store.park(target, lambda f: f.write(blob))
+    store._set_manifest(str(parts[0].relative_to(env / "data")), None)   # unlisted
+    with pytest.warns(UserWarning, match="the manifest lists 2 parts, not its 3"):
+        assert store.parked_checkpoint(target) is None
+    assert any("not in data/manifest.json" in p for p in store.verify_data(log=lambda *a: None))
+
+    store.unpark(target)
+    assert store.parked_files() == [] and store.load_manifest() == {}
+    assert store.parked_checkpoint(target) is None                   # nothing parked: silently None
+
+
+def test_a_legacy_single_file_checkpoint_is_replaced_by_parts_and_stray_files_are_reported(env):
+    """The one-file format of before (``<key>.pt``) is removed, with its manifest entry, when the
+    checkpoint is parked again; a file in data/checkpoints that is no part is a check-data problem."""
+    target = store.parked_path("exp", {"units": [3]})
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"old")
+    store._set_manifest(str(target.relative_to(env / "data")), store.sha256_file(target))
+    problems = store.verify_data(log=lambda *a: None)
+    assert len(problems) == 1 and "not a part of a committed checkpoint" in problems[0]
+    (part,) = store.park(target, lambda f: f.write(b"new"))
+    assert not target.exists() and store.parked_files() == [part] and store.verify_data(log=lambda *a: None) == []
+
+
+def test_every_committed_file_is_under_5_MB():
+    """The repository's data/ holds no file over 5 MB (parked checkpoints are split into parts)."""
+    big = [(str(p), p.stat().st_size) for p in (store.ROOT / "data").rglob("*") if p.is_file()
+           and p.stat().st_size > 5_000_000]
+    assert big == []

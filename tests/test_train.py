@@ -1,5 +1,6 @@
 """posbias.train: campaigns expand to the stated units, training resumes and is deterministic."""
 import ast
+import io
 import json
 import os
 import random
@@ -332,11 +333,13 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         _sigterm_in_third_step(m)
         run(log=quiet)
     assert park() == {"parked": 1, "kept": 0, "removed": 0}
-    (parked,) = store.parked_files()
+    (parked,) = store.parked_checkpoints()
     assert parked == train._parked_of(flat) and parked.parent == data / "checkpoints" / "wu-units"
+    parts = store.parked_parts(parked)
+    assert parts == store.parked_files() and len(parts) >= 1 and not parked.exists()
     manifest = json.loads((data / "manifest.json").read_text())
-    assert manifest == {str(parked.relative_to(data)): store.sha256_file(parked)}
-    st = torch.load(parked, weights_only=False)
+    assert manifest == {str(p.relative_to(data)): store.sha256_file(p) for p in parts}
+    st = torch.load(io.BytesIO(store.parked_checkpoint(parked)), weights_only=False)
     assert st["step"] == 3 and st["parked"]["step"] == 3 and st["parked"]["seeds"] == [0, 1] * 3
     assert [s["from_step"] for s in st["sittings"]] == [0] and "git" in st["sittings"][0]
     assert park() == {"parked": 0, "kept": 1, "removed": 0}                 # nothing new to commit
@@ -370,8 +373,8 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         _sigterm_in_third_step(m)
         train.run_campaign("wu-fig-5", "smoke", progress=False, log=quiet, **other)
     assert train.park_campaign("wu-fig-5", "smoke", log=quiet, **other)["parked"] == 1
-    (parked,) = store.parked_files()
-    parked.write_bytes(parked.read_bytes() + b"\0")
+    (part,) = store.parked_files()
+    part.write_bytes(part.read_bytes() + b"\0")
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-4"))
     lines.clear()
     with pytest.warns(UserWarning, match="SHA-256 differs from the manifest"):
