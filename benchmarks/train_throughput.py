@@ -118,6 +118,23 @@ def allocator_ab(rounds: int, steps: int, threads: int) -> dict:
             "speedup": plain / tuned}
 
 
+def bf16_gap_summary(rows: list[dict]) -> list[dict]:
+    """Per configuration and gap: the seed means under fp32 and bf16 and their paired difference (same
+    seed, same batches) with its standard error; ``changed`` when it exceeds two standard errors."""
+    out = []
+    for config in dict.fromkeys(r["config"] for r in rows):
+        rs = [r for r in rows if r["config"] == config]
+        for gap in rs[0]["fp32"]:
+            f = torch.tensor([r["fp32"][gap] for r in rs], dtype=torch.float64)
+            b = torch.tensor([r["bf16"][gap] for r in rs], dtype=torch.float64)
+            d = b - f
+            se = float(d.std() / len(d) ** 0.5) if len(d) > 1 else float("nan")
+            out.append({"config": config, "gap": gap, "seeds": len(d), "fp32_mean": float(f.mean()),
+                        "bf16_mean": float(b.mean()), "fp32_sd": float(f.std()) if len(f) > 1 else float("nan"),
+                        "diff_mean": float(d.mean()), "diff_se": se, "changed": bool(abs(float(d.mean())) > 2 * se)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
@@ -197,6 +214,12 @@ def main() -> None:
             print(f"{row['config']:12s} seed {u.seed}: " + ", ".join(
                 f"{k} fp32 {ref['gaps'][k]:+.3f} bf16 {r['gaps'][k]:+.3f}" for k in ref["gaps"]))
         out["bf16_gaps_train_seconds"] = time.perf_counter() - t
+        out["bf16_gaps_summary"] = bf16_gap_summary(out["bf16_gaps"])
+        for row in out["bf16_gaps_summary"]:
+            print(f"{row['config']:12s} {row['gap']:18s} fp32 {row['fp32_mean']:+.3f} bf16 {row['bf16_mean']:+.3f} "
+                  f"| paired difference {row['diff_mean']:+.4f} ± {row['diff_se']:.4f} (seed spread of the gap "
+                  f"{row['fp32_sd']:.3f}) | {'changed' if row['changed'] else 'unchanged'} at 2 SE")
+        print(f"bf16 training of {len(units)} units for {a.bf16_gaps} steps took {out['bf16_gaps_train_seconds']:.0f} s")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

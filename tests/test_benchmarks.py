@@ -1,0 +1,37 @@
+"""The benchmark scripts run and report what they say (their timings are not asserted: benchmarks, not tests)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import train_throughput as tt  # noqa: E402
+
+
+def _rows(config, pairs):
+    return [{"config": config, "seed": s, "fp32": {"g": f}, "bf16": {"g": b}} for s, (f, b) in enumerate(pairs)]
+
+
+def test_bf16_gap_summary_flags_a_paired_shift_beyond_two_standard_errors():
+    same = tt.bf16_gap_summary(_rows("causal/none", [(0.1, 0.1), (0.3, 0.3), (-0.2, -0.2)]))
+    assert [(r["diff_mean"], r["diff_se"], r["changed"]) for r in same] == [(0.0, 0.0, False)]
+    shifted = tt.bf16_gap_summary(_rows("causal/rope", [(0.10, 0.15), (0.30, 0.36), (-0.20, -0.16)]))
+    (r,) = shifted
+    assert r["changed"] and r["diff_mean"] == pytest.approx(0.05) and r["seeds"] == 3
+    noisy = tt.bf16_gap_summary(_rows("decay/none", [(0.1, 0.3), (0.3, 0.1), (0.0, 0.05)]))
+    assert not noisy[0]["changed"]          # a mean shift of 0.017 against paired differences of +-0.2
+
+
+def test_throughput_benchmark_runs_and_writes_its_report(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "train_throughput.py"), "--depths", "2", "--steps", "2",
+                           "--seeds", "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.read_text())
+    row = rep["depths"]["2"]
+    assert row["members"] == 3 and set(row["ensembles"]) == {"none", "rope"}
+    assert 0 < row["fraction_of_fp32_peak"] and rep["fp32_matmul_peak_gflops"] > 0
+    assert "Figure 2 at paper settings" in proc.stdout
