@@ -18,12 +18,16 @@ import argparse
 import json
 import math
 import platform
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from posbias.model import EnsembleNet, MemberConfig
+from posbias.provenance import collect, now_iso
+from posbias.store import atomic_write_text
 from posbias.task import TaskConfig, ensemble_batch, make_task
 from posbias.train import FIG2_PES, tune_allocator
 
@@ -149,6 +153,7 @@ def main() -> None:
     ap.add_argument("--allocator", type=int, default=0, metavar="ROUNDS",
                     help="also time training with and without posbias.train.tune_allocator, ROUNDS times each")
     a = ap.parse_args()
+    started, t_start = now_iso(), time.perf_counter()
     torch.set_num_threads(a.threads)
     tuned = tune_allocator()        # as in training (posbias.train.train_units)
     peak = matmul_peak(torch.float32)
@@ -220,9 +225,11 @@ def main() -> None:
                   f"| paired difference {row['diff_mean']:+.4f} ± {row['diff_se']:.4f} (seed spread of the gap "
                   f"{row['fp32_sd']:.3f}) | {'changed' if row['changed'] else 'unchanged'} at 2 SE")
         print(f"bf16 training of {len(units)} units for {a.bf16_gaps} steps took {out['bf16_gaps_train_seconds']:.0f} s")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    if a.json:      # with what ran it: command, commit, versions, CPU, wall time
+        out["argv"] = sys.argv[1:]
+        out["provenance"] = collect(started=started, wall_seconds=round(time.perf_counter() - t_start, 3),
+                                    seeds=list(range(a.seeds)), device="cpu")
+        atomic_write_text(Path(a.json), json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

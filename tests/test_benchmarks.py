@@ -35,3 +35,5 @@ def test_throughput_benchmark_runs_and_writes_its_report(tmp_path):
     assert row["members"] == 3 and set(row["ensembles"]) == {"none", "rope"}
     assert 0 < row["fraction_of_fp32_peak"] and rep["fp32_matmul_peak_gflops"] > 0
     assert "Figure 2 at paper settings" in proc.stdout
+    prov = rep["provenance"]
+    assert rep["argv"][:2] == ["--depths", "2"] and prov["wall_seconds"] > 0 and "commit" in prov["git"] and prov["cpu"]
