@@ -45,8 +45,17 @@ def model_flops(depth: int, n_tokens: int = 17, query_only: bool = True) -> floa
     return 3 * fwd
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 6) -> float:
-    """Best of ``reps`` timings of an ``n x n`` matmul, in FLOP/s."""
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 6, max_seconds: float = 0.5) -> float:
+    """Best of ``reps`` timings of an ``n x n`` matmul, in FLOP/s. ``n`` is halved (down to 256) while a
+    256 x 256 probe says one product would take over ``max_seconds`` (bf16 without hardware support
+    runs at a few hundred MFLOP/s, where a 2048 product takes half a minute)."""
+    p = torch.randn(256, 256, dtype=dtype)
+    p @ p
+    t = time.perf_counter()
+    p @ p
+    rate = 2 * 256**3 / max(time.perf_counter() - t, 1e-9)
+    while n > 256 and 2 * n**3 / rate > max_seconds:
+        n //= 2
     a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     a @ b
     best = math.inf
