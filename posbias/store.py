@@ -406,8 +406,8 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
 
     Files present but not in the manifest, manifest entries without a file, hash mismatches,
     committed checkpoints missing a part, damaged records and a provenance wall time other than the
-    training time the result measured are problems. ``recompute_sample`` > 0 is handled by the CLI (it needs the
-    registry of cheap recomputations, :data:`RECOMPUTE`).
+    training time the result measured are problems. ``recompute_sample`` > 0 is handled by the CLI
+    (it needs the registry of cheap recomputations, :data:`RECOMPUTE`).
     """
     problems = []
     manifest = load_manifest()
