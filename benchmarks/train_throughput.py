@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from posbias.model import EnsembleNet, MemberConfig
-from posbias.provenance import collect, now_iso
+from posbias.provenance import collect, git_state, now_iso
 from posbias.store import atomic_write_text
 from posbias.task import TaskConfig, ensemble_batch, make_task
 from posbias.train import FIG2_PES, tune_allocator
@@ -162,7 +162,7 @@ def main() -> None:
     ap.add_argument("--allocator", type=int, default=0, metavar="ROUNDS",
                     help="also time training with and without posbias.train.tune_allocator, ROUNDS times each")
     a = ap.parse_args()
-    started, t_start = now_iso(), time.perf_counter()
+    started, t_start, code = now_iso(), time.perf_counter(), git_state()     # the commit that runs, read at start
     torch.set_num_threads(a.threads)
     tuned = tune_allocator()        # as in training (posbias.train.train_units)
     peak = matmul_peak(torch.float32)
@@ -237,7 +237,7 @@ def main() -> None:
     if a.json:      # with what ran it: command, commit, versions, CPU, wall time
         out["argv"] = sys.argv[1:]
         out["provenance"] = collect(started=started, wall_seconds=round(time.perf_counter() - t_start, 3),
-                                    seeds=list(range(a.seeds)), device="cpu")
+                                    seeds=list(range(a.seeds)), device="cpu") | {"git": code}
         atomic_write_text(Path(a.json), json.dumps(out, indent=1) + "\n")
 
 
