@@ -282,10 +282,15 @@ def _part_path(target: Path, i: int, n: int) -> Path:
     return target.with_name(f"{target.name[:-len('.pt')]}.{i:03d}-of-{n:03d}.pt")
 
 
+def _whole_of(part: Path) -> Path | None:
+    """The committed checkpoint (its :func:`parked_path` name) that ``part`` is a part of, or None."""
+    m = _PART.match(part.name)
+    return None if m is None else part.with_name(f"{m['key']}.pt")
+
+
 def parked_parts(target: Path) -> list[Path]:
     """The part files of the committed checkpoint ``target`` (a :func:`parked_path`) on disk, in order."""
-    key = target.name[:-len(".pt")]
-    return sorted(p for p in target.parent.glob(f"{key}.*-of-*.pt") if (m := _PART.match(p.name)) and m["key"] == key)
+    return sorted(p for p in target.parent.glob(f"{target.name[:-len('.pt')]}.*-of-*.pt") if _whole_of(p) == target)
 
 
 def parked_files() -> list[Path]:
@@ -296,14 +301,13 @@ def parked_files() -> list[Path]:
 
 def parked_checkpoints() -> list[Path]:
     """The committed checkpoints (their :func:`parked_path` names), one per set of parts."""
-    return sorted({p.with_name(f"{m['key']}.pt") for p in parked_files() if (m := _PART.match(p.name))})
+    return sorted({w for p in parked_files() if (w := _whole_of(p)) is not None})
 
 
 def _parts_problem(target: Path, manifest: dict[str, str]) -> str | None:
     """Why the parts of ``target`` on disk and in the manifest do not make one whole checkpoint, or None."""
     parts = parked_parts(target)
-    listed = sorted(name for name in manifest if (m := _PART.match(Path(name).name)) and m["key"] == target.name[:-3]
-                    and (DATA / name).parent == target.parent)
+    listed = sorted(name for name in manifest if _whole_of(DATA / name) == target)
     counts = {int(_PART.match(p.name)["n"]) for p in parts}
     if len(counts) != 1:
         return f"parts of {'different counts' if counts else 'none'} on disk ({', '.join(p.name for p in parts)})"
@@ -422,7 +426,7 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
         elif sha256_file(path) != manifest[name]:
             problems.append(f"{name}: SHA-256 differs from the manifest")
         elif name.startswith(f"{PARKED_DIR}/"):
-            if not _PART.match(path.name):
+            if _whole_of(path) is None:
                 problems.append(f"{name}: not a part of a committed checkpoint (<key>.<i>-of-<n>.pt)")
             else:               # a part of a parked checkpoint: its hash is all there is to check
                 log(f"ok  {name} (part of a checkpoint of unfinished work)")
@@ -439,8 +443,7 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
                 log(f"ok  {name}")
     reported = {p.partition(": ")[0] for p in problems}
     for target in parked_checkpoints():      # each committed checkpoint must be whole: all its parts, all listed
-        if any(Path(name).parent == target.relative_to(DATA).parent and (m := _PART.match(Path(name).name))
-               and f"{m['key']}.pt" == target.name for name in reported):
+        if any(_whole_of(DATA / name) == target for name in reported):
             continue                         # a part's own problem says it already
         if (why := _parts_problem(target, manifest)) is not None:
             problems.append(f"{target.relative_to(DATA)}: {why}")
