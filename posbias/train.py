@@ -284,7 +284,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
                 f"POSBIAS_THREADS={st['threads']}")
 
     sittings = (st or {}).get("sittings", []) + [
-        {**collect(device=str(dev)), "from_step": start, "torch_threads": torch.get_num_threads()}] if ckpt else []
+        {**collect(device=str(dev)), "from_step": start, "from_wall": wall, "torch_threads": torch.get_num_threads()}] \
+        if ckpt else []
 
     def state(done: int) -> dict[str, Any]:
         return {"format": 2, "units": [u.params() for u in units], "net": net.state_dict(), "opt": opt.state_dict(),
@@ -611,9 +612,11 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
     Returns ``{"units", "stored", "ensembles"}``: the campaign's unit count, how many are stored, and
     one dict per ensemble still to train, as :func:`run_campaign` would split them, with ``depth``,
     ``pe``, ``members``, ``steps``, and from its checkpoint (``None`` when it has none yet) ``step``
-    (done), ``wall`` (training seconds so far, over every sitting) and ``age`` (seconds since the
-    checkpoint was saved: a few minutes at most while a process is training it); ``committed`` says
-    the furthest checkpoint is the one in ``data/checkpoints`` (:func:`park_campaign`).
+    (done), ``wall`` (training seconds so far, over every sitting), ``sitting_pace`` (seconds per
+    step in the latest sitting, ``None`` when that sitting has no step yet or its checkpoint predates
+    the record) and ``age`` (seconds since the checkpoint was saved: a few minutes at most while a
+    process is training it); ``committed`` says the furthest checkpoint is the one in
+    ``data/checkpoints`` (:func:`park_campaign`).
     """
     from . import store
 
@@ -633,15 +636,20 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
             age = None if st is None else max(0.0, time.time() - ckpt.stat().st_mtime)
         except FileNotFoundError:       # the ensemble finished just now
             age = None
-        u = part[0]
+        u, last = part[0], ((st or {}).get("sittings") or [{}])[-1]
+        sitting_pace = None
+        if st is not None and "from_wall" in last and st["step"] > last["from_step"]:
+            sitting_pace = (float(st["wall"]) - last["from_wall"]) / (st["step"] - last["from_step"])
         rows.append({"depth": u.depth, "pe": u.config.pe, "members": len(part), "steps": u.steps,
                      "step": None if st is None else int(st["step"]),
-                     "wall": None if st is None else float(st["wall"]), "age": age, "committed": committed})
+                     "wall": None if st is None else float(st["wall"]), "sitting_pace": sitting_pace,
+                     "age": age, "committed": committed})
     return {"units": len(units), "stored": len(units) - len(missing), "ensembles": rows}
 
 
 def format_status(status: dict[str, Any]) -> str:
-    """:func:`campaign_status` as lines of text, with the pace so far and the time to go at that pace."""
+    """:func:`campaign_status` as lines of text: each ensemble's step, its pace over every sitting and
+    in the latest one, and the time to go at the latest sitting's pace (the machine as it is now)."""
     lines = [f"{status['stored']} of {status['units']} units stored; {status['units'] - status['stored']} to train "
              f"in {len(status['ensembles'])} ensemble(s)"]
     for r in status["ensembles"]:
@@ -649,11 +657,14 @@ def format_status(status: dict[str, Any]) -> str:
         if r["step"] is None:
             lines.append(head + f"not started (0/{r['steps']} steps)")
             continue
-        pace = r["wall"] / max(r["step"], 1)
+        pace, now = r["wall"] / max(r["step"], 1), r.get("sitting_pace")
         lines.append(head + f"step {r['step']}/{r['steps']} ({100 * r['step'] / r['steps']:.1f}%), "
-                     f"{1e3 * pace:.0f} ms/step so far, about {(r['steps'] - r['step']) * pace / 3600:.1f} h to go "
-                     "at that pace" + ("; from the committed checkpoint" if r.get("committed") else
-                                       "" if r["age"] is None else f"; checkpoint saved {r['age']:.0f} s ago"))
+                     f"{1e3 * pace:.0f} ms/step over all sittings"
+                     + ("" if now is None else f", {1e3 * now:.0f} ms/step in the latest")
+                     + f", about {(r['steps'] - r['step']) * (now or pace) / 3600:.1f} h to go at "
+                     + ("that pace" if now is None else "the latest pace")
+                     + ("; from the committed checkpoint" if r.get("committed") else
+                        "" if r["age"] is None else f"; checkpoint saved {r['age']:.0f} s ago"))
     return "\n".join(lines)
 
 

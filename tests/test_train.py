@@ -301,6 +301,7 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
             train.train_units(part, checkpoint_dir=train._checkpoint_of(part), progress=False, log=lambda s: None)
     rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
     assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and 0 <= rope["age"] < 600
+    assert rope["sitting_pace"] == pytest.approx(rope["wall"] / 3)      # one sitting, from step 0
     assert "depth 2, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
     train.run_campaign("wu-fig-2", "smoke", progress=False, log=lambda s: None, **kw)
     assert status() == {"units": 6, "stored": 6, "ensembles": []}
@@ -343,6 +344,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     st = torch.load(io.BytesIO(store.parked_checkpoint(parked)), weights_only=False)
     assert st["step"] == 3 and st["parked"]["step"] == 3 and st["parked"]["seeds"] == [0, 1] * 3
     assert [s["from_step"] for s in st["sittings"]] == [0] and "git" in st["sittings"][0]
+    assert st["sittings"][0]["from_wall"] == 0.0
     assert park() == {"parked": 0, "kept": 1, "removed": 0}                 # nothing new to commit
     assert store.verify_data(log=quiet) == []
     row = next(r for r in checkdata.run_checks(sample=0, log=quiet) if r.file.endswith(".pt"))
@@ -363,6 +365,8 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     for u in flat:      # each unit's provenance lists both sittings, on machine 1 from step 0, here from step 3
         rec = json.loads((tmp_path / "machine-2" / store.result_name("wu-units", u.params(), train.VERSION)).read_text())
         assert [s["from_step"] for s in rec["provenance"]["sittings"]] == [0, 3]
+        first, second = rec["provenance"]["sittings"]
+        assert first["from_wall"] == 0.0 < second["from_wall"] <= rec["result"]["train_seconds_ensemble"]
         assert all(s["cpu"] == rec["provenance"]["cpu"] for s in rec["provenance"]["sittings"])
     assert park() == {"parked": 0, "kept": 0, "removed": 1}
     assert store.parked_files() == [] and json.loads((data / "manifest.json").read_text()) == {}
@@ -412,3 +416,11 @@ def test_allocator_tuning_leaves_results_bit_identical():
     assert out["0"]["tuned"] is False and out["1"]["tuned"] is True
     assert out["0"]["result"]["curves"]["loss"][-1] > 0
     assert out["0"]["result"] == out["1"]["result"]
+
+
+def test_format_status_projects_at_the_latest_sittings_pace():
+    row = dict(depth=6, pe="none", members=10, steps=100_000, step=20_000, wall=4_000.0, age=5.0, committed=False)
+    text = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": 0.36}]})
+    assert "200 ms/step over all sittings, 360 ms/step in the latest, about 8.0 h to go at the latest pace" in text
+    older = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": None}]})
+    assert "200 ms/step over all sittings, about 4.4 h to go at that pace" in older
