@@ -14,7 +14,7 @@ from .model import EnsembleNet
 from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
-           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "still_learning",
+           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "depth_claims", "still_learning",
            "final_accuracy", "training_sanity", "attention_residual", "VERDICTS", "publish_claims", "check_claims"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
@@ -171,6 +171,15 @@ def fixed_depth_claims(gap: Callable[[str, str], torch.Tensor]) -> list[tuple[st
         ("rope-reduces", "RoPE lowers the first-vs-last gap below No PE", ["No PE", "RoPE"], fl("No PE") - fl("RoPE"), 4),
         ("decay-more-than-rope", "the decay mask lowers it more than RoPE", ["RoPE", "decay"], fl("RoPE") - fl("decay"), 4),
     ]
+
+
+def depth_claims(first_last: Callable[[str, int], torch.Tensor], lo: int, hi: int
+                 ) -> list[tuple[str, str, list[str], torch.Tensor, int]]:
+    """The three depth claims of Wu et al.'s Figure 2, from ``first_last(pe, depth)`` -> per-seed
+    first-vs-last gaps: for each ``pe`` the gap grows from ``lo`` to ``hi`` layers. Rows as
+    :func:`fixed_depth_claims` (the architecture involved, a difference of two gaps: ``n_acc=4``)."""
+    return [(f"depth-{pe.replace(' ', '').lower()}", f"{pe}: the first-vs-last gap grows from {lo} to {hi} layers",
+             [pe], first_last(pe, hi) - first_last(pe, lo), 4) for pe in ["No PE", "decay", "RoPE"]]
 
 
 def still_learning(units: list[dict], n_test: int) -> dict:

@@ -123,6 +123,14 @@ def test_fixed_depth_claims_are_the_stated_differences():
                    "decay-more-than-rope": (5.0, 4, ["RoPE", "decay"])}
 
 
+def test_depth_claims_are_deep_minus_shallow_gaps():
+    fl = {("No PE", 2): 1.0, ("No PE", 6): 4.0, ("decay", 2): 0.5, ("decay", 6): -1.0, ("RoPE", 2): 2.0, ("RoPE", 6): 2.5}
+    rows = ev.depth_claims(lambda pe, d: torch.tensor([fl[pe, d]]), 2, 6)
+    assert {name: (float(q), n_acc, used) for name, _, used, q, n_acc in rows} == {
+        "depth-nope": (3.0, 4, ["No PE"]), "depth-decay": (-1.5, 4, ["decay"]), "depth-rope": (0.5, 4, ["RoPE"])}
+    assert rows[0][1] == "No PE: the first-vs-last gap grows from 2 to 6 layers"
+
+
 def test_publish_and_check_claims(fresh):
     """The claims table: glued verdicts and counts; a listed claim is asserted only once its networks stopped."""
     import pytest
