@@ -5,6 +5,7 @@ import json
 import os
 import random
 import signal
+import threading
 
 import jupytext
 import numpy as np
@@ -310,6 +311,7 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
 def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monkeypatch):
     """park_campaign commits the checkpoint of a stopped ensemble to data/checkpoints; a run with an
     empty cache (another machine) continues from it and ends bit-identical to an uninterrupted run;
+    parking needs no lock, so it runs beside a training process;
     once the units are stored the committed checkpoint is removed; a tampered one is not used."""
     from posbias import checkdata, store
 
@@ -334,7 +336,15 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):
         _sigterm_in_third_step(m)
         run(log=quiet)
-    assert park() == {"parked": 1, "kept": 0, "removed": 0}
+    # parking reads the last saved checkpoint without the ensemble's lock, so it runs while a
+    # training process holds that lock (here: this test, in place of one) and need not stop it
+    ck = train._checkpoint_of(flat)
+    got_park: list = []
+    with train._exclusive(ck.parent / f"{ck.name}.lock", quiet):
+        worker = threading.Thread(target=lambda: got_park.append(park()), daemon=True)
+        worker.start()
+        worker.join(timeout=120)
+    assert got_park == [{"parked": 1, "kept": 0, "removed": 0}]
     (parked,) = store.parked_checkpoints()
     assert parked == train._parked_of(flat) and parked.parent == data / "checkpoints" / "wu-units"
     parts = store.parked_parts(parked)
