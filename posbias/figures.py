@@ -79,6 +79,36 @@ class _Glued:
         return self.caption or self.png.name
 
 
+def gap_curves_figure(results: dict[str, list[dict]], pes: list[str], depths: list[int],
+                      spread: bool = False) -> matplotlib.figure.Figure:
+    """The three gaps of Wu et al. against training iteration, one panel per gap: the mean over
+    seeds of ``results[f"{pe}|{depth}"]`` (stored units with ``curves``), line style = PE, colour
+    = depth, and with ``spread`` a band of one standard deviation over seeds."""
+    from . import evaluate as ev
+
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharey=True)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, p in zip(axes, [f"{a}-{b}" for a, b in ev.GAP_PAIRS]):
+        for pe, ls in zip(pes, ["-", "--", ":"]):
+            for d, c in zip(depths, colours):
+                units = results[f"{pe}|{d}"]
+                g, x = ev.gap_curves(units)[p], [step / 1000 for step in units[0]["curves"]["step"]]
+                m = g.mean(0)
+                ax.plot(x, m, ls=ls, color=c, label=f"{pe}, {d} layers")
+                if spread:
+                    e = g.std(0, unbiased=False)
+                    ax.fill_between(x, m - e, m + e, color=c, alpha=0.15, lw=0)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_title(p.replace("-", " vs "))
+        ax.set_xlabel("training iteration (thousands)")
+    axes[0].set_ylabel("accuracy gap")
+    if depths:
+        axes[-1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.02, 1), loc="upper left")
+    else:
+        axes[1].text(0.5, 0.5, "no complete depth yet", ha="center", transform=axes[1].transAxes)
+    return fig
+
+
 def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> SavedFigure:
     """Write ``fig`` as ``<run dir>/figures/<name>.{png,svg,pdf}`` with embedded provenance.
 

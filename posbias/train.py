@@ -497,7 +497,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     for wait in (False, True):
         for part in [p for p in parts if not all(_stored(u) for u in p)]:
             ck = _checkpoint_of(part)
-            with _exclusive(ck.parent / f"{ck.name}.lock", log, wait=wait) as held:
+            with _exclusive(_lock_of(part), log, wait=wait) as held:
                 if not held:
                     continue
                 if not all(_stored(u) for u in part):       # else another process finished them meanwhile
@@ -532,6 +532,12 @@ def _ensembles(missing: list[Unit], max_members: int) -> list[list[Unit]]:
 def _checkpoint_of(part: list[Unit], create: bool = True) -> Path:
     from . import store
     return store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION, create=create)
+
+
+def _lock_of(part: list[Unit]) -> Path:
+    """The lock a process training this ensemble holds (beside its checkpoint directory)."""
+    ck = _checkpoint_of(part, create=False)
+    return ck.parent / f"{ck.name}.lock"
 
 
 def _parked_of(part: list[Unit]) -> Path:

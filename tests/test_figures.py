@@ -52,3 +52,28 @@ def test_a_saved_figure_shows_as_one_line():
                                 provenance={})
     assert pretty(entry) == "saved figure 'demo': figures/demo.png"
     assert entry["name"] == "demo" and isinstance(entry, dict)
+
+
+def test_gap_curves_figure_draws_the_mean_gap_per_pe_and_depth():
+    """One panel per gap; one line per (PE, depth) at the seed mean of the stored curves, x in
+    thousands of iterations; a band per line only with ``spread``."""
+    import numpy as np
+
+    from posbias import evaluate as ev
+
+    def unit(shift: float) -> dict:      # two evaluations; IC_a_b = 0.5 + shift, IC_b_a = 0.5
+        curves = {"step": [0, 2000]}
+        for a, b in ev.GAP_PAIRS:
+            curves[f"IC_{a}_{b}"], curves[f"IC_{b}_{a}"] = [0.5, 0.5 + shift], [0.5, 0.5]
+        return {"curves": curves}
+
+    res = {"No PE|2": [unit(0.1), unit(0.3)], "decay|2": [unit(-0.2), unit(-0.2)]}
+    fig = figures.gap_curves_figure(res, ["No PE", "decay"], [2])
+    assert len(fig.axes) == 3 and all(len(ax.collections) == 0 for ax in fig.axes)
+    for ax in fig.axes:
+        nope, decay = ax.lines[:2]
+        assert list(nope.get_xdata()) == [0, 2] and np.allclose(nope.get_ydata(), [0, 0.2])
+        assert np.allclose(decay.get_ydata(), [0, -0.2]) and decay.get_linestyle() == "--"
+    banded = figures.gap_curves_figure(res, ["No PE", "decay"], [2], spread=True)
+    assert all(len(ax.collections) == 2 for ax in banded.axes)
+    plt.close("all")

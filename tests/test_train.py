@@ -239,9 +239,6 @@ def test_second_process_trains_the_ensembles_the_first_has_locked_last(tmp_path,
     """Two copies of one campaign share the work: an ensemble whose lock another process holds is
     skipped on the first pass and waited for at the end (here the 'other process' is this test)."""
     import fcntl
-    import threading
-
-    from posbias import store
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
@@ -249,9 +246,9 @@ def test_second_process_trains_the_ensembles_the_first_has_locked_last(tmp_path,
     units = [u for us in train.campaign_units("wu-fig-2", **kw).values() for u in us]
     first = [u for u in units if u.config.pe == "none"]            # the first ensemble: No PE and decay
     assert len(first) == 2 and len(units) == 3
-    ck = store.checkpoint_dir(train.UNIT_EXPERIMENT, {"units": [u.params() for u in first]}, train.VERSION)
-    ck.parent.mkdir(parents=True, exist_ok=True)
-    held = open(ck.parent / f"{ck.name}.lock", "a+")
+    lock = train._lock_of(first)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    held = open(lock, "a+")
     fcntl.flock(held.fileno(), fcntl.LOCK_EX)
     lines: list[str] = []
 
@@ -338,9 +335,8 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         run(log=quiet)
     # parking reads the last saved checkpoint without the ensemble's lock, so it runs while a
     # training process holds that lock (here: this test, in place of one) and need not stop it
-    ck = train._checkpoint_of(flat)
     got_park: list = []
-    with train._exclusive(ck.parent / f"{ck.name}.lock", quiet):
+    with train._exclusive(train._lock_of(flat), quiet):
         worker = threading.Thread(target=lambda: got_park.append(park()), daemon=True)
         worker.start()
         worker.join(timeout=120)
