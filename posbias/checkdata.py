@@ -75,7 +75,7 @@ def _wu_cost(record: dict[str, Any]) -> float:
 
 
 store.recomputable(
-    "wu-units", atol=1e-6, ignore=("train_seconds_ensemble", "ensemble_size"), cost=_wu_cost,
+    "wu-units", atol=1e-6, ignore=("train_seconds_ensemble", "ensemble_size", "splits"), cost=_wu_cost,
     tolerance_note=("bit-identical at the stored thread count (1); on 2 threads the float32 attention maps "
                     "differ by <= 3e-8 (reduction order), so 1e-6 absolute"),
     other_cpu_atol=0.05,

@@ -99,6 +99,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     except ValueError as e:             # a bad $POSBIAS_CHECKPOINT_SECONDS
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.max_members < 1:
+        print(f"error: --max-members {args.max_members}: an ensemble needs at least 1 unit; give 1 or more "
+              f"(default 64)", file=sys.stderr)
+        return 2
+    size = {"max_members": args.max_members}
 
     def on_sigterm(signum: int, frame: object) -> None:   # outside training: stop like SIGINT does
         raise train.Interrupted(signum, 0, 0, None)
@@ -109,14 +114,14 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         os.environ["POSBIAS_WRITE_DATA"] = "1"
     if args.status:
         print(f"{chapter.id} ({args.profile} profile): " + train.format_status(
-            train.campaign_status(experiment, profile, **settings)))
+            train.campaign_status(experiment, profile, **size, **settings)))
         return 0
     if args.no_train:
         found, missing = train.store_finished(experiment, profile, **settings)
         where = "committed to data/ (or already there)" if args.write_data else "stored"
         parked = ""
         if args.write_data:
-            n = train.park_campaign(experiment, profile, log=log, **settings)
+            n = train.park_campaign(experiment, profile, log=log, **size, **settings)
             parked = (f"; checkpoints of unfinished ensembles: {n['parked']} committed to data/checkpoints, "
                       f"{n['kept']} already there, {n['removed']} finished ones removed")
         print(f"{chapter.id} ({args.profile} profile): {found} finished units {where}, {missing} not trained yet"
@@ -125,7 +130,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     print(f"{chapter.id} ({args.profile} profile): training the units of {experiment} it reads", file=sys.stderr)
     try:
         res = train.run_campaign(experiment, profile, progress=not args.quiet and sys.stderr.isatty(), log=log,
-                                 **settings)
+                                 **size, **settings)
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         print(f"{chapter.id}: campaign stopped by {signal.Signals(signum).name}; finished units are stored and "
@@ -196,6 +201,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="store results in data/ and its manifest; with --no-train, commit finished units from the "
                         "cache unchanged and the checkpoints of unfinished ensembles to data/checkpoints, so a "
                         "fresh clone continues the campaign where it stopped (maintainers)")
+    p.add_argument("--max-members", type=int, default=64, metavar="N",
+                   help="train at most N units in one ensemble (default 64). An ensemble already started keeps its "
+                        "units, except that a smaller N splits it: stop the campaign, start it again with N once per "
+                        "core, and each part resumes exactly from the larger ensemble's checkpoint (for idle cores "
+                        "when fewer ensembles than cores are left); once the parts have checkpoints of their own, "
+                        "every later command keeps the split")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_campaign)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import shutil
@@ -36,7 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -49,7 +50,7 @@ from .task import (IC_PAIRS, TaskConfig, TestSet, ensemble_batch, ic_test_sets, 
                    sweep_test_sets)
 
 __all__ = ["device", "default_threads", "tune_allocator", "checkpoint_interval", "Interrupted", "Unit", "train_units",
-           "run_campaign", "park_campaign", "stored_campaign", "store_finished", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
+           "run_campaign", "park_campaign", "campaign_status", "training_time", "stored_campaign", "store_finished", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
            "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
 
 UNIT_EXPERIMENT = "wu-units"
@@ -212,10 +213,11 @@ def _deferred_signals() -> Iterator[list[int]]:
             signal.signal(s, signal.SIG_DFL if h is None else h)
 
 
-def _load_checkpoint(ckpt: Path | bytes | None, units: list["Unit"], dev: torch.device,
+def _load_checkpoint(ckpt: Path | bytes | None, units: list["Unit"] | None, dev: torch.device,
                      log: Callable[[str], None]) -> dict | None:
-    """The checkpoint of exactly these units, or None (missing, unreadable, or another run's).
-    ``ckpt`` is a file or the bytes of a committed checkpoint (:func:`posbias.store.parked_checkpoint`)."""
+    """The checkpoint of exactly these units (of any units with ``units=None``), or None (missing,
+    unreadable, or another run's). ``ckpt`` is a file or the bytes of a committed checkpoint
+    (:func:`posbias.store.parked_checkpoint`)."""
     if ckpt is None or (isinstance(ckpt, Path) and not ckpt.exists()):
         return None
     if isinstance(ckpt, bytes):
@@ -228,7 +230,7 @@ def _load_checkpoint(ckpt: Path | bytes | None, units: list["Unit"], dev: torch.
     except Exception as e:  # noqa: BLE001 - a damaged file is reported and ignored
         log(f"warning: checkpoint {ckpt} is unreadable ({type(e).__name__}: {e}); starting from step 0")
         return None
-    if "units" in st and st["units"] != [u.params() for u in units]:
+    if units is not None and "units" in st and st["units"] != [u.params() for u in units]:
         log(f"warning: checkpoint {ckpt} belongs to other units; starting from step 0")
         return None
     return st
@@ -283,6 +285,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
                 f"{torch.get_num_threads()}; for a result bit-identical to an uninterrupted run set "
                 f"POSBIAS_THREADS={st['threads']}")
 
+    splits = (st or {}).get("splits", [])     # the larger ensembles it was split from (:func:`_split_state`)
     sittings = (st or {}).get("sittings", []) + [
         {**collect(device=str(dev)), "from_step": start, "from_wall": wall, "torch_threads": torch.get_num_threads()}] \
         if ckpt else []
@@ -291,7 +294,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
         return {"format": 2, "units": [u.params() for u in units], "net": net.state_dict(), "opt": opt.state_dict(),
                 "step": done, "curves": curves, "loss_acc": loss_acc, "n_acc": n_acc,
                 "wall": time.perf_counter() - t0, "rng": _rng_state(), "threads": torch.get_num_threads(),
-                "device": str(dev), "sittings": sittings}
+                "device": str(dev), "sittings": sittings, **({"splits": splits} if splits else {})}
 
     def evaluate(step: int) -> None:
         net.eval()
@@ -365,6 +368,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
             "sink_alpha": ev.sink_alpha(maps[e], mask).mean(1).tolist(),  # (depth, T)
             "train_seconds_ensemble": train_seconds,
             "ensemble_size": E,
+            **({"splits": splits} if splits else {}),
         })
     if ckpt is not None and not keep_checkpoint:
         ckpt.unlink(missing_ok=True)
@@ -472,7 +476,8 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     ``profile`` is ``smoke``, ``default`` or ``paper`` (:data:`PROFILES`); ``overrides`` replace any
     of its settings or pass ``depths``/``windows``/``prefixes`` to :func:`campaign_units`. Finished
     units come from ``data/`` or the user cache; missing ones are trained in ensembles of at most
-    ``max_members`` grouped by :meth:`Unit.group_key` (checkpointed in ``store.checkpoint_dir``, one
+    ``max_members`` grouped by :meth:`Unit.group_key` (:func:`_ensembles`: an ensemble already started
+    keeps its members, and a smaller ``max_members`` splits it, exactly; checkpointed in ``store.checkpoint_dir``, one
     process per ensemble at a time: a second process running the same campaign trains the ensembles
     the first has not locked, then waits for the rest), then stored one by one and the checkpoint removed. Run it again after an interruption (SIGINT,
     SIGTERM, a killed process) and it resumes from the last checkpoint; see the module docstring.
@@ -491,7 +496,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                             device=_store_device(), wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None,
                             extra_provenance={"sittings": sittings[u]} if sittings.get(u) else None)
 
-    parts = _ensembles(missing, max_members)
+    parts = _plan(missing, max_members)
     # First pass: ensembles no other process is training; second pass: wait for the others. So the
     # same campaign started once per core trains different ensembles side by side.
     for wait in (False, True):
@@ -501,7 +506,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                 if not held:
                     continue
                 if not all(_stored(u) for u in part):       # else another process finished them meanwhile
-                    _take_parked(part, ck / "state.pt", log)
+                    _take_furthest(part, ck / "state.pt", log)
                     log(f"{experiment}: training {len(part)} units of depth {part[0].depth} ({part[0].config.pe} PE) "
                         f"for {part[0].steps} steps")
                     results = train_units(part, checkpoint_dir=ck, progress=progress, keep_checkpoint=True, log=log)
@@ -511,6 +516,9 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                         sittings[u] = st.get("sittings", [])     # who trained it, where, from which step
                         _store(u)       # at once: a later interruption keeps this group's units
                 shutil.rmtree(ck, ignore_errors=True)
+            for c in _checkpoints():    # larger ensembles this one was split from, once all their units are stored
+                if not c["committed"] and all(_stored_params(p) for p in c["units"]):
+                    shutil.rmtree(c["path"].parent, ignore_errors=True)
 
     return {label: [_store(u) for u in us] for label, us in groups.items()}
 
@@ -520,29 +528,68 @@ def _distinct(groups: dict[str, list[Unit]]) -> list[Unit]:
     return list(dict.fromkeys(u for us in groups.values() for u in us))
 
 
-def _ensembles(missing: list[Unit], max_members: int) -> list[list[Unit]]:
-    """How :func:`run_campaign` splits the units it has to train into ensembles (by
-    :meth:`Unit.group_key`, at most ``max_members`` each); the split fixes each checkpoint's key."""
+def _key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def _ensembles(missing: list[Unit], max_members: int, started: Sequence[list[dict[str, Any]]] = ()) -> list[list[Unit]]:
+    """How :func:`run_campaign` splits the units it has to train into ensembles; the split fixes each
+    checkpoint's key. An ensemble already started (``started``: the unit lists of the checkpoints,
+    furthest first, as :func:`_checkpoints` gives them) is kept when it has at most ``max_members``
+    units, all in ``missing``, of one :meth:`Unit.group_key`, none placed yet; the other units are
+    grouped by :meth:`Unit.group_key`, at most ``max_members`` each. So a smaller ``max_members``
+    splits a started ensemble (each part resumes from its checkpoint: :func:`_split_state`), and once
+    the parts have checkpoints of their own, every later command keeps them, whatever its ``max_members``.
+    Parts come in the order of their first unit in ``missing``."""
+    if max_members < 1:
+        raise ValueError(f"max_members must be at least 1, got {max_members}")
+    by_key = {_key(u.params()): u for u in missing}
+    parts: list[list[Unit]] = []
+    placed: set[str] = set()
+    for ps in started:
+        ks = [_key(p) for p in ps]
+        us = [by_key.get(k) for k in ks]
+        if (len(ks) <= max_members and all(u is not None for u in us) and not placed & set(ks)
+                and len({u.group_key() for u in us}) == 1):
+            parts.append(us)
+            placed |= set(ks)
     by_group: dict[tuple, list[Unit]] = {}
     for u in missing:
-        by_group.setdefault(u.group_key(), []).append(u)
-    return [us[lo:lo + max_members] for us in by_group.values() for lo in range(0, len(us), max_members)]
+        if _key(u.params()) not in placed:
+            by_group.setdefault(u.group_key(), []).append(u)
+    parts += [us[lo:lo + max_members] for us in by_group.values() for lo in range(0, len(us), max_members)]
+    order = {u: i for i, u in enumerate(missing)}
+    return sorted(parts, key=lambda us: order[us[0]])
+
+
+def _plan(missing: list[Unit], max_members: int) -> list[list[Unit]]:
+    """:func:`_ensembles` of ``missing`` with the checkpoints on this machine and in ``data/``."""
+    return _ensembles(missing, max_members, [c["units"] for c in _checkpoints()] if missing else [])
+
+
+def _ckdir(params: list[dict[str, Any]], create: bool = True) -> Path:
+    from . import store
+    return store.checkpoint_dir(UNIT_EXPERIMENT, {"units": params}, VERSION, create=create)
 
 
 def _checkpoint_of(part: list[Unit], create: bool = True) -> Path:
-    from . import store
-    return store.checkpoint_dir(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION, create=create)
+    return _ckdir([u.params() for u in part], create=create)
 
 
-def _lock_of(part: list[Unit]) -> Path:
-    """The lock a process training this ensemble holds (beside its checkpoint directory)."""
-    ck = _checkpoint_of(part, create=False)
+def _lock_of(part: list[Unit] | list[dict[str, Any]]) -> Path:
+    """The lock a process training this ensemble (its units, or their params) holds, beside its checkpoint directory."""
+    ck = _ckdir([u.params() if isinstance(u, Unit) else u for u in part], create=False)
     return ck.parent / f"{ck.name}.lock"
 
 
 def _parked_of(part: list[Unit]) -> Path:
     from . import store
     return store.parked_path(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
+
+
+def _stored_params(params: dict[str, Any]) -> bool:
+    from . import store
+    return store.is_stored(UNIT_EXPERIMENT, params, version=VERSION, device=_store_device())
 
 
 def _step_of(ckpt: Path | bytes | None, part: list[Unit]) -> int | None:
@@ -552,20 +599,97 @@ def _step_of(ckpt: Path | bytes | None, part: list[Unit]) -> int | None:
     return None if st is None else int(st["step"])
 
 
-def _take_parked(part: list[Unit], ckpt: Path, log: Callable[[str], None]) -> None:
-    """Write the committed checkpoint of ``part`` (``data/checkpoints``) to the cache checkpoint
-    ``ckpt`` when it verifies and is further along than ``ckpt`` (or ``ckpt`` is missing)."""
+def _checkpoints() -> list[dict[str, Any]]:
+    """Every readable checkpoint of this code version (:data:`VERSION`), in the user cache and in
+    ``data/checkpoints``, furthest first (at the same step: fewer units, then the cache's first).
+    Each is ``{"units": [params, ...], "step", "path", "committed", "state"}``; ``path`` is the cache
+    file or the committed checkpoint's name (:func:`posbias.store.parked_path`)."""
     from . import store
 
-    target = _parked_of(part)
-    blob = store.parked_checkpoint(target)
-    if blob is None:
+    cpu, quiet, found = torch.device("cpu"), (lambda s: None), []
+    root = store.cache_dir() / UNIT_EXPERIMENT
+    for f in sorted(root.glob("*.ckpt/state.pt")) if root.is_dir() else []:
+        st = _load_checkpoint(f, None, cpu, quiet)
+        if st is not None and "units" in st and _ckdir(st["units"], create=False) == f.parent:  # else another version's
+            found.append({"units": st["units"], "step": int(st["step"]), "path": f, "committed": False, "state": st})
+    for target in store.parked_checkpoints():
+        if target.parent.name != UNIT_EXPERIMENT:
+            continue
+        st = _load_checkpoint(store.parked_checkpoint(target), None, cpu, quiet)
+        if st is not None and "units" in st and \
+                store.parked_path(UNIT_EXPERIMENT, {"units": st["units"]}, VERSION) == target:
+            found.append({"units": st["units"], "step": int(st["step"]), "path": target, "committed": True, "state": st})
+    return sorted(found, key=lambda c: (-c["step"], len(c["units"]), c["committed"]))
+
+
+def _source(part: list[Unit], checkpoints: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The checkpoint ``part`` resumes from: the furthest of its own (in the cache or committed) and
+    those of larger ensembles holding all its units; at the same step its own, then the cache's."""
+    want = [u.params() for u in part]
+    cands = [c for c in checkpoints if c["units"] == want or all(p in c["units"] for p in want)]
+    return min(cands, key=lambda c: (-c["step"], c["units"] != want, c["committed"]), default=None)
+
+
+def _split_state(st: dict[str, Any], part: list[Unit]) -> dict[str, Any]:
+    """The checkpoint of the ensemble ``part`` cut out of the checkpoint ``st`` of a larger ensemble
+    holding all its units: every weight and AdamW moment taken along the ensemble axis (axis 0 of
+    each, which must have one entry per member), the members' curves and loss sums; the step, wall
+    time, random states and sittings as they were, and the split recorded in ``splits``. Exact:
+    the members of an ensemble never interact (``test_ensemble_result_equals_alone``), so training
+    the part on from here gives what training the larger ensemble on would have given its units."""
+    from . import store
+
+    E, idx = len(st["units"]), [st["units"].index(u.params()) for u in part]
+    ix = torch.tensor(idx)
+
+    def cut(name: str, t: Any) -> Any:
+        if not torch.is_tensor(t) or t.dim() == 0:
+            return t                            # AdamW's step count, shared by every member
+        if t.shape[0] != E:
+            raise ValueError(f"checkpoint tensor {name} of shape {tuple(t.shape)} has no ensemble axis of {E}")
+        return t[ix].clone()
+
+    opt = {**st["opt"], "state": {i: {k: cut(f"opt.{i}.{k}", v) for k, v in s.items()}
+                                  for i, s in st["opt"]["state"].items()}}
+    split = {"members": E, "key": store.key_of(UNIT_EXPERIMENT, {"units": st["units"]}, VERSION),
+             "step": int(st["step"]), "wall": float(st["wall"]), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {**{k: v for k, v in st.items() if k != "parked"}, "units": [u.params() for u in part],
+            "net": {k: cut(k, v) for k, v in st["net"].items()}, "opt": opt,
+            "curves": {k: v if k == "step" else [[row[i] for i in idx] for row in v] for k, v in st["curves"].items()},
+            "loss_acc": cut("loss_acc", st["loss_acc"]), "splits": st.get("splits", []) + [split]}
+
+
+def _take_furthest(part: list[Unit], ckpt: Path, log: Callable[[str], None]) -> None:
+    """Before ``part`` trains: write to its cache checkpoint ``ckpt`` the furthest checkpoint it can
+    resume from (:func:`_source`) when that is not ``ckpt`` itself: its committed copy in
+    ``data/checkpoints``, or its units cut out of a larger ensemble's checkpoint (:func:`_split_state`).
+    A larger ensemble another process is training is not cut: RuntimeError, naming the fix."""
+    from . import store
+
+    src = _source(part, _checkpoints())
+    if src is None or src["path"] == ckpt:
         return
-    theirs, ours = _step_of(blob, part), _step_of(ckpt, part)
-    if theirs is not None and (ours is None or theirs > ours):
-        store.atomic_write(ckpt, lambda f: f.write(blob))
-        log(f"continuing from the committed checkpoint data/{target.relative_to(store.DATA)} (step {theirs}, "
-            f"{len(store.parked_parts(target))} part(s))")
+    where = f"data/{src['path'].relative_to(store.DATA)}" if src["committed"] else str(src["path"])
+    if src["units"] == [u.params() for u in part]:
+        blob = store.parked_checkpoint(src["path"])
+        if blob is not None:
+            store.atomic_write(ckpt, lambda f: f.write(blob))
+            log(f"continuing from the committed checkpoint {where} (step {src['step']}, "
+                f"{len(store.parked_parts(src['path']))} part(s))")
+        return
+    with _exclusive(_lock_of(src["units"]), log, wait=False) as free:
+        if not free and not src["committed"]:
+            raise RuntimeError(
+                f"the {len(src['units'])}-unit ensemble whose checkpoint these {len(part)} units would be split from "
+                f"({where}) is being trained by another process (it holds {_lock_of(src['units'])}): stop that "
+                f"process first (Ctrl-C or SIGTERM; it saves a checkpoint), then start the campaign again")
+        st = _load_checkpoint(src["path"] if not src["committed"] else store.parked_checkpoint(src["path"]),
+                              None, torch.device("cpu"), log)
+        if st is None:
+            return
+        _save(ckpt, _split_state(st, part))
+    log(f"continuing from step {st['step']} of the checkpoint of a larger ensemble ({len(st['units'])} units, {where}): "
+        f"its {len(part)} units split off")
 
 
 def park_campaign(experiment: str, profile: str = "paper", *, max_members: int = 64,
@@ -575,13 +699,16 @@ def park_campaign(experiment: str, profile: str = "paper", *, max_members: int =
     The cache checkpoint of every unfinished ensemble (as :func:`run_campaign` splits them) that is
     further along than its committed copy is copied to ``data/checkpoints/`` and listed in the
     manifest; committed checkpoints all of whose units are now stored (of any campaign) are removed
-    with their manifest entries. Returns counts ``{"parked", "kept", "removed"}``.
+    with their manifest entries, and so is a committed checkpoint of a larger ensemble once every
+    unit of it is stored or in a smaller ensemble split from it whose committed checkpoint is at
+    least as far. Returns counts ``{"parked", "kept", "removed"}``.
     """
     from . import store
 
     units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
     counts = {"parked": 0, "kept": 0, "removed": 0}
-    for part in _ensembles([u for u in units if not _stored(u)], max_members):
+    plan = _plan([u for u in units if not _stored(u)], max_members)
+    for part in plan:
         ckpt, target = _checkpoint_of(part, create=False) / "state.pt", _parked_of(part)
         st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
         if st is None:
@@ -598,15 +725,25 @@ def park_campaign(experiment: str, profile: str = "paper", *, max_members: int =
         log(f"committed data/{target.relative_to(store.DATA)} ({len(files)} part(s), "
             f"{sum(p.stat().st_size for p in files) / 1e6:.1f} MB): depth {part[0].depth}, {part[0].config.pe} PE, "
             f"{len(part)} units at step {ours}/{part[0].steps}")
+    own = {_parked_of(part) for part in plan}
+    committed_step = {_key(u.params()): s for part in plan
+                      if (s := _step_of(store.parked_checkpoint(_parked_of(part)), part)) is not None for u in part}
     for path in store.parked_checkpoints():
         try:
-            params = torch.load(io.BytesIO(store.parked_checkpoint(path)), map_location="cpu", weights_only=False)["units"]
+            st = torch.load(io.BytesIO(store.parked_checkpoint(path)), map_location="cpu", weights_only=False)
+            params = st["units"]
         except Exception:  # noqa: BLE001 - a damaged committed checkpoint is left for check-data to report
             continue
         if all(store.is_stored(UNIT_EXPERIMENT, p, version=VERSION, device=_store_device()) for p in params):
-            store.unpark(path)
-            counts["removed"] += 1
-            log(f"removed data/{path.relative_to(store.DATA)}: its units are all stored")
+            why = "its units are all stored"
+        elif path not in own and path.parent.name == UNIT_EXPERIMENT and all(
+                _stored_params(p) or committed_step.get(_key(p), -1) >= int(st["step"]) for p in params):
+            why = "its units are stored or committed further along in the smaller ensembles split from it"
+        else:
+            continue
+        store.unpark(path)
+        counts["removed"] += 1
+        log(f"removed data/{path.relative_to(store.DATA)}: {why}")
     return counts
 
 
@@ -617,7 +754,8 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
 
     Returns ``{"units", "stored", "ensembles"}``: the campaign's unit count, how many are stored, and
     one dict per ensemble still to train, as :func:`run_campaign` would split them, with ``depth``,
-    ``pe``, ``members``, ``steps``, and from its checkpoint (``None`` when it has none yet) ``step``
+    ``pe``, ``members``, ``steps``, ``split_from`` (the member count of the larger ensemble whose
+    checkpoint it will be cut from, or ``None``), and from its checkpoint (``None`` when it has none yet) ``step``
     (done), ``wall`` (training seconds so far, over every sitting), ``sitting_pace`` (seconds per
     step in the latest sitting, ``None`` when that sitting has no step yet or its checkpoint predates
     the record) and ``age`` (seconds since the checkpoint was saved: a few minutes at most while a
@@ -628,28 +766,25 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
 
     units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
     missing = [u for u in units if not _stored(u)]
+    cks = _checkpoints() if missing else []
     rows = []
-    for part in _ensembles(missing, max_members):
-        ckpt = _checkpoint_of(part, create=False) / "state.pt"
-        st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
-        committed = False
-        parked = _parked_of(part)
-        theirs = _load_checkpoint(store.parked_checkpoint(parked), part, torch.device("cpu"), log=lambda s: None)
-        if theirs is not None and (st is None or theirs["step"] > st["step"]):
-            st, committed = theirs, True
-            ckpt = (store.parked_parts(parked) or [parked])[0]
+    for part in _ensembles(missing, max_members, [c["units"] for c in cks]):
+        src = _source(part, cks)
+        st, committed = (None, False) if src is None else (src["state"], src["committed"])
+        split = None if src is None or src["units"] == [u.params() for u in part] else len(src["units"])
+        ckpt = None if src is None else (store.parked_parts(src["path"]) or [src["path"]])[0] if committed else src["path"]
         try:
-            age = None if st is None else max(0.0, time.time() - ckpt.stat().st_mtime)
+            age = None if ckpt is None else max(0.0, time.time() - ckpt.stat().st_mtime)
         except FileNotFoundError:       # the ensemble finished just now
             age = None
         u, last = part[0], ((st or {}).get("sittings") or [{}])[-1]
         sitting_pace = None
-        if st is not None and "from_wall" in last and st["step"] > last["from_step"]:
+        if st is not None and split is None and "from_wall" in last and st["step"] > last["from_step"]:
             sitting_pace = (float(st["wall"]) - last["from_wall"]) / (st["step"] - last["from_step"])
         rows.append({"depth": u.depth, "pe": u.config.pe, "members": len(part), "steps": u.steps,
                      "step": None if st is None else int(st["step"]),
                      "wall": None if st is None else float(st["wall"]), "sitting_pace": sitting_pace,
-                     "age": age, "committed": committed})
+                     "age": age, "committed": committed, "split_from": split})
     return {"units": len(units), "stored": len(units) - len(missing), "ensembles": rows}
 
 
@@ -663,6 +798,11 @@ def format_status(status: dict[str, Any]) -> str:
         if r["step"] is None:
             lines.append(head + f"not started (0/{r['steps']} steps)")
             continue
+        if r.get("split_from"):         # its pace is the larger ensemble's, not its own
+            lines.append(head + f"step {r['step']}/{r['steps']} ({100 * r['step'] / r['steps']:.1f}%) in the "
+                         f"checkpoint of the larger ensemble ({r['split_from']} units) it will be split from"
+                         + ("; committed" if r.get("committed") else ""))
+            continue
         pace, now = r["wall"] / max(r["step"], 1), r.get("sitting_pace")
         lines.append(head + f"step {r['step']}/{r['steps']} ({100 * r['step'] / r['steps']:.1f}%), "
                      f"{1e3 * pace:.0f} ms/step over all sittings"
@@ -672,6 +812,22 @@ def format_status(status: dict[str, Any]) -> str:
                      + ("; from the committed checkpoint" if r.get("committed") else
                         "" if r["age"] is None else f"; checkpoint saved {r['age']:.0f} s ago"))
     return "\n".join(lines)
+
+
+def training_time(results: list[dict[str, Any]]) -> dict[str, float]:
+    """How long the units' ``results`` took to train: ``{"seconds", "ensembles"}``. Each ensemble's
+    wall time counts once (its members share ``train_seconds_ensemble``); an ensemble split from a
+    larger one (``splits``, :func:`_split_state`) carries the larger one's time up to the split,
+    which counts once however many parts were split from it."""
+    leaves: dict[tuple, float] = {}
+    nodes: dict[str, float] = {}
+    for r in results:
+        splits = r.get("splits", [])
+        leaves[(r["params"]["depth"], r["ensemble_size"], r["train_seconds_ensemble"])] = \
+            r["train_seconds_ensemble"] - (splits[-1]["wall"] if splits else 0.0)
+        for i, sp in enumerate(splits):
+            nodes[sp["key"]] = sp["wall"] - (splits[i - 1]["wall"] if i else 0.0)
+    return {"seconds": sum(leaves.values()) + sum(nodes.values()), "ensembles": len(leaves) + len(nodes)}
 
 
 def stored_campaign(experiment: str, profile: str = "paper", **overrides: Any) -> dict[str, list[dict[str, Any] | None]]:

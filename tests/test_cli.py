@@ -126,6 +126,8 @@ def test_list(tree):
     (["campaign", "wu-fig-5", "-p", "steps", "5", "-p", "eval_every", "10"], "impossible combination"),
     (["campaign", "wu-fig-5", "--profile", "huge"], "invalid choice"),
     (["campaign", "wu-thm-4-1"], "trains no networks"),
+    (["campaign", "wu-fig-5", "--max-members", "0"], "an ensemble needs at least 1 unit"),
+    (["campaign", "wu-fig-5", "--max-members", "two"], "invalid int value"),
 ])
 def test_campaign_bad_input_exits_2_and_writes_nothing(tree, tmp_path, args, message):
     cache = tmp_path / "cache"
@@ -158,6 +160,16 @@ def test_campaign_trains_exactly_what_the_chapter_reads(tree, tmp_path):
     assert proc.returncode == 0 and "training" not in proc.stderr.replace("training the units", "")
 
 
+def test_campaign_max_members_sets_the_ensembles(tree, tmp_path):
+    """`--max-members N` reaches the campaign: wu-fig-6's four smoke units (one PE, so one ensemble)
+    in ensembles of at most 3 (the split itself: test_train's splits test)."""
+    cache = tmp_path / "cache"
+    for extra, want in (([], "4 to train in 1 ensemble(s)"), (["--max-members", "3"], "4 to train in 2 ensemble(s)")):
+        proc = run(tree, "campaign", "wu-fig-6", "--profile", "smoke", "--status", *extra, cache=cache)
+        assert proc.returncode == 0 and want in proc.stdout, proc.stdout + proc.stderr
+    assert not cache.exists()
+
+
 def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
     """`--no-train --write-data` trains nothing and copies finished units from the cache to data/ as they are."""
     import hashlib
@@ -179,7 +191,7 @@ def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
     assert not list(cache.rglob("*.json")) and sorted((own / "data" / "wu-units").glob("*.json")) == before
     assert run(own, "campaign", "wu-fig-5", *params, "--quiet", cache=cache).returncode == 0
     (cached,) = (cache / "wu-units").glob("*.json")
-    proc = run(own, "campaign", "wu-fig-5", *params, "--status", cache=cache)
+    proc = run(own, "campaign", "wu-fig-5", *params, "--status", "--max-members", "1", cache=cache)
     assert "1 of 1 units stored; 0 to train" in proc.stdout, proc.stdout
     proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
     assert proc.returncode == 0 and "1 finished units committed" in proc.stdout, proc.stdout + proc.stderr

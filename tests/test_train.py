@@ -21,13 +21,13 @@ def _unit(seed=0, steps=6, **kw):
                       eval_every=3, n_test=16, n_sweep=8, n_sink=8)
 
 
-def _sigterm_in_third_step(monkeypatch) -> None:
-    """Make SIGTERM arrive in the middle of the third training step (while its batch is drawn)."""
+def _sigterm_in_third_step(monkeypatch, n: int = 3) -> None:
+    """Make SIGTERM arrive in the middle of the third (``n``-th) training step from now, while its batch is drawn."""
     orig, calls = train.ensemble_batch, {"n": 0}
 
     def signalling(*a, **k):
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == n:
             os.kill(os.getpid(), signal.SIGTERM)
         return orig(*a, **k)
 
@@ -391,6 +391,76 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     with pytest.warns(UserWarning, match="SHA-256 differs from the manifest"):
         train.run_campaign("wu-fig-5", "smoke", progress=False, log=lines.append, **other)
     assert any("trained 5 of 5 steps" in s for s in lines), lines
+
+
+def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeypatch):
+    """A campaign stopped half way and started again with a smaller max_members splits the started
+    ensemble: each part resumes from the larger checkpoint cut along the ensemble axis and ends
+    bit-identical to the uninterrupted ensemble. The split stays for later commands at the default
+    max_members; parking commits the parts and removes the larger committed checkpoint once no unit
+    needs it; training_time counts the time before the split once; a larger ensemble that another
+    process is training is not cut."""
+    from posbias import store
+
+    torch.set_num_threads(1)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")
+    monkeypatch.setattr(store, "DATA", data)
+    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    monkeypatch.setenv("POSBIAS_THREADS", "1")
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    quiet = lambda s: None  # noqa: E731
+    kw = dict(steps=8, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    none = [u for u in train._distinct(train.campaign_units("wu-fig-2", **kw)) if u.config.pe == "none"]
+    assert [(u.config.mask, u.seed) for u in none] == [("causal", 0), ("causal", 1), ("decay", 0), ("decay", 1)]
+    ref = dict(zip(none, train.train_units(none, progress=False, log=quiet)))     # one ensemble, uninterrupted
+    run = lambda **k: train.run_campaign("wu-fig-2", "smoke", progress=False, **kw, **k)  # noqa: E731
+    park = lambda **k: train.park_campaign("wu-fig-2", "smoke", log=quiet, **kw, **k)  # noqa: E731
+    status = lambda **k: [(r["members"], r["step"], r["split_from"])  # noqa: E731
+                          for r in train.campaign_status("wu-fig-2", "smoke", **kw, **k)["ensembles"]]
+
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # the 4-unit ensemble stops at step 3
+        _sigterm_in_third_step(m)
+        run(log=quiet)
+    assert park() == {"parked": 1, "kept": 0, "removed": 0}
+    assert status() == [(4, 3, None), (2, None, None)]
+    assert status(max_members=2) == [(2, 3, 4), (2, 3, 4), (2, None, None)]     # to be cut from the 4-unit one
+    with pytest.raises(ValueError, match="at least 1"):
+        status(max_members=0)
+    with train._exclusive(train._lock_of(none), quiet), pytest.raises(RuntimeError, match="stop that process first"):
+        run(log=quiet, max_members=2)           # as if another process were training the 4-unit ensemble
+    lines: list[str] = []
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # the No PE part stops at step 4
+        _sigterm_in_third_step(m, n=1)
+        run(log=lines.append, max_members=2)
+    assert any(s.startswith("continuing from step 3 of the checkpoint of a larger ensemble (4 units") for s in lines)
+    # the split stays, whatever max_members: No PE on its own checkpoint, decay still to be cut
+    assert status() == [(2, 4, None), (2, 3, 4), (2, None, None)]
+    assert "it will be split from" in train.format_status(train.campaign_status("wu-fig-2", "smoke", **kw))
+    assert park() == {"parked": 1, "kept": 0, "removed": 0}      # the 4-unit one stays: decay needs it
+    assert len(store.parked_checkpoints()) == 2
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # No PE finishes; decay is cut, stops at 4
+        _sigterm_in_third_step(m, n=5)
+        run(log=quiet)
+    assert status() == [(2, 4, None), (2, None, None)]
+    assert park() == {"parked": 1, "kept": 0, "removed": 2}      # decay's parked; No PE stored; the 4-unit one unneeded
+    assert store.parked_checkpoints() == [train._parked_of(none[2:])] and store.verify_data(log=quiet) == []
+    got = run(log=quiet)
+    assert not list((tmp_path / "cache" / "wu-units").glob("*.ckpt/state.pt"))    # every checkpoint removed
+    results = [got[f"{name}|2"][i] for name in ("No PE", "decay") for i in (0, 1)]
+    drop = ("train_seconds_ensemble", "ensemble_size", "splits")
+    for u, r in zip(none, results):
+        assert {k: v for k, v in r.items() if k not in drop} == \
+            json.loads(json.dumps({k: v for k, v in ref[u].items() if k not in drop}))
+        assert r["ensemble_size"] == 2 and [(s["members"], s["step"]) for s in r["splits"]] == [(4, 3)]
+        rec = json.loads((tmp_path / "cache" / store.result_name("wu-units", u.params(), train.VERSION)).read_text())
+        assert [s["from_step"] for s in rec["provenance"]["sittings"]] == [0, 3, 4]    # each part stopped once at 4
+    (w,) = {r["splits"][0]["wall"] for r in results}
+    t_nope, t_decay = results[0]["train_seconds_ensemble"], results[2]["train_seconds_ensemble"]
+    assert 0 < w < min(t_nope, t_decay)
+    assert train.training_time(results) == {"seconds": pytest.approx(t_nope + t_decay - w), "ensembles": 3}
 
 
 _ALLOCATOR_CHILD = """
