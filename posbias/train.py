@@ -754,7 +754,7 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
 
     Returns ``{"units", "stored", "ensembles"}``: the campaign's unit count, how many are stored, and
     one dict per ensemble still to train, as :func:`run_campaign` would split them, with ``depth``,
-    ``pe``, ``members``, ``steps``, ``split_from`` (the member count of the larger ensemble whose
+    ``masks`` (its members' masks, e.g. ``causal/decay``), ``pe``, ``members``, ``steps``, ``split_from`` (the member count of the larger ensemble whose
     checkpoint it will be cut from, or ``None``), and from its checkpoint (``None`` when it has none yet) ``step``
     (done), ``wall`` (training seconds so far, over every sitting), ``sitting_pace`` (seconds per
     step in the latest sitting, ``None`` when that sitting has no step yet or its checkpoint predates
@@ -781,7 +781,8 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
         sitting_pace = None
         if st is not None and split is None and "from_wall" in last and st["step"] > last["from_step"]:
             sitting_pace = (float(st["wall"]) - last["from_wall"]) / (st["step"] - last["from_step"])
-        rows.append({"depth": u.depth, "pe": u.config.pe, "members": len(part), "steps": u.steps,
+        rows.append({"depth": u.depth, "masks": "/".join(dict.fromkeys(v.config.mask for v in part)), "pe": u.config.pe,
+                     "members": len(part), "steps": u.steps,
                      "step": None if st is None else int(st["step"]),
                      "wall": None if st is None else float(st["wall"]), "sitting_pace": sitting_pace,
                      "age": age, "committed": committed, "split_from": split})
@@ -794,7 +795,8 @@ def format_status(status: dict[str, Any]) -> str:
     lines = [f"{status['stored']} of {status['units']} units stored; {status['units'] - status['stored']} to train "
              f"in {len(status['ensembles'])} ensemble(s)"]
     for r in status["ensembles"]:
-        head = f"  depth {r['depth']}, {r['pe']} PE, {r['members']} units: "
+        head = f"  depth {r['depth']}, " + (f"{r['masks']} mask, " if r.get("masks") else "") + \
+            f"{r['pe']} PE, {r['members']} units: "
         if r["step"] is None:
             lines.append(head + f"not started (0/{r['steps']} steps)")
             continue

@@ -300,7 +300,7 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
     assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and 0 <= rope["age"] < 600
     assert rope["sitting_pace"] == pytest.approx(rope["wall"] / 3)      # one sitting, from step 0
-    assert "depth 2, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
+    assert "depth 2, causal mask, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
     train.run_campaign("wu-fig-2", "smoke", progress=False, log=lambda s: None, **kw)
     assert status() == {"units": 6, "stored": 6, "ensembles": []}
 
@@ -500,3 +500,5 @@ def test_format_status_projects_at_the_latest_sittings_pace():
     assert "200 ms/step over all sittings, 360 ms/step in the latest, about 8.0 h to go at the latest pace" in text
     older = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": None}]})
     assert "200 ms/step over all sittings, about 4.4 h to go at that pace" in older
+    named = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": None, "masks": "causal/decay"}]})
+    assert named.splitlines()[1].startswith("  depth 6, causal/decay mask, none PE, 10 units: step 20000/100000")
