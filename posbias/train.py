@@ -23,6 +23,14 @@ machine that does not last is carried over by committing its checkpoints: :func:
 (``posbias campaign CHAPTER --no-train --write-data``) copies the checkpoint of every unfinished
 ensemble to ``data/checkpoints/`` and lists it in the manifest, and :func:`run_campaign` on a fresh
 clone continues from a committed checkpoint that is further along than its own.
+
+Splitting. Processes share out ensembles, not steps, so when fewer ensembles are left than cores a
+core idles. Started again with a smaller ``max_members`` (``posbias campaign --max-members N``), a
+campaign cuts a started ensemble into parts (:func:`_split_state`: weights, AdamW moments, curves
+and loss sums taken along the ensemble axis), each resuming from the larger checkpoint; since the
+members of an ensemble never interact, the parts end bit-identical to the whole. The checkpoints
+then fix the partition (:func:`_ensembles`), so every later command keeps the split, and the
+results record it (``splits``) so that :func:`training_time` counts the shared time once.
 """
 from __future__ import annotations
 
