@@ -305,12 +305,9 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     assert status() == {"units": 6, "stored": 6, "ensembles": []}
 
 
-def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monkeypatch):
-    """park_campaign commits the checkpoint of a stopped ensemble to data/checkpoints; a run with an
-    empty cache (another machine) continues from it and ends bit-identical to an uninterrupted run;
-    parking needs no lock, so it runs beside a training process;
-    once the units are stored the committed checkpoint is removed; a tampered one is not used."""
-    from posbias import checkdata, store
+def _own_data(tmp_path, monkeypatch):
+    """An empty data/ (and manifest) for the store, one torch thread, results kept out of data/."""
+    from posbias import store
 
     torch.set_num_threads(1)
     data = tmp_path / "data"
@@ -318,9 +315,20 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     (data / "manifest.json").write_text("{}")
     monkeypatch.setattr(store, "DATA", data)
     monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
-    monkeypatch.setattr(store, "PART_BYTES", 2**15)     # so that this small checkpoint is committed in several parts
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
     monkeypatch.setenv("POSBIAS_THREADS", "1")
+    return data
+
+
+def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monkeypatch):
+    """park_campaign commits the checkpoint of a stopped ensemble to data/checkpoints; a run with an
+    empty cache (another machine) continues from it and ends bit-identical to an uninterrupted run;
+    parking needs no lock, so it runs beside a training process;
+    once the units are stored the committed checkpoint is removed; a tampered one is not used."""
+    from posbias import checkdata, store
+
+    data = _own_data(tmp_path, monkeypatch)
+    monkeypatch.setattr(store, "PART_BYTES", 2**15)     # so that this small checkpoint is committed in several parts
     kw = dict(steps=5, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
     units = train.campaign_units("wu-fig-6", **kw, windows=[4], prefixes=[2])
     flat = train._distinct(units)
@@ -402,14 +410,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     process is training is not cut."""
     from posbias import store
 
-    torch.set_num_threads(1)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "manifest.json").write_text("{}")
-    monkeypatch.setattr(store, "DATA", data)
-    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
-    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
-    monkeypatch.setenv("POSBIAS_THREADS", "1")
+    _own_data(tmp_path, monkeypatch)
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
     quiet = lambda s: None  # noqa: E731
     kw = dict(steps=8, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
