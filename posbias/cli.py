@@ -123,7 +123,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         if args.write_data:
             n = train.park_campaign(experiment, profile, log=log, **size, **settings)
             parked = (f"; checkpoints of unfinished ensembles: {n['parked']} committed to data/checkpoints, "
-                      f"{n['kept']} already there, {n['removed']} removed (their units finished, or in parts split from them)")
+                      f"{n['kept']} already there, {n['removed']} removed (their units finished, or in parts "
+                      f"split from them)")
         print(f"{chapter.id} ({args.profile} profile): {found} finished units {where}, {missing} not trained yet"
               f"{parked}; nothing was trained")
         return 0

@@ -58,7 +58,7 @@ from .task import (IC_PAIRS, TaskConfig, TestSet, ensemble_batch, ic_test_sets, 
                    sweep_test_sets)
 
 __all__ = ["device", "default_threads", "tune_allocator", "checkpoint_interval", "Interrupted", "Unit", "train_units",
-           "run_campaign", "park_campaign", "campaign_status", "training_time", "stored_campaign", "store_finished", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
+           "run_campaign", "park_campaign", "campaign_status", "training_time", "fig2_name", "stored_campaign", "store_finished", "campaign_units", "CHAPTER_CAMPAIGNS", "chapter_campaign", "run_chapter_campaign",
            "PROFILES", "UNIT_EXPERIMENT", "VERSION", "TEST_SEED", "SINK_SEED"]
 
 UNIT_EXPERIMENT = "wu-units"
@@ -394,6 +394,11 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 FIG2_PES = (("causal", "none"), ("decay", "none"), ("causal", "rope"))
+
+
+def fig2_name(mask: str, pe: str) -> str:
+    """The name Figure 2 gives the architecture ``(mask, pe)`` of :data:`FIG2_PES`: No PE, decay or RoPE."""
+    return "decay" if mask == "decay" else ("RoPE" if pe == "rope" else "No PE")
 FIG3_CONFIGS = tuple((m, p) for m in ("full", "causal") for p in ("none", "sin", "rope"))
 
 
@@ -420,8 +425,7 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
         res = experiment == "wu-residual-depth"
         for d in depths or ([2, 4, 6] if not res else [2, 6, 10]):
             for mask, pe in FIG2_PES:
-                name = "decay" if mask == "decay" else ("RoPE" if pe == "rope" else "No PE")
-                add(f"{name}|{d}", d, MemberConfig(mask, pe, residual=res), None)
+                add(f"{fig2_name(mask, pe)}|{d}", d, MemberConfig(mask, pe, residual=res), None)
     elif experiment == "wu-fig-3":
         for mask, pe in FIG3_CONFIGS:
             add(f"{mask}|{pe}", 2, MemberConfig(mask, pe, residual=True), (0, N - 1))
@@ -448,10 +452,11 @@ def _store_device() -> str | None:
     return str(device()) if device().type != "cpu" else None
 
 
-def _stored(unit: Unit) -> bool:
-    """Is ``unit`` in ``data/`` or the user cache (under the key :func:`store.cached` uses on this device)?"""
+def _stored(unit: Unit | dict[str, Any]) -> bool:
+    """Is ``unit`` (or the unit of these params) in ``data/`` or the user cache (under the key
+    :func:`store.cached` uses on this device)?"""
     from . import store
-    return store.is_stored(UNIT_EXPERIMENT, unit.params(), version=VERSION, device=_store_device())
+    return store.is_stored(UNIT_EXPERIMENT, _params_of([unit])[0], version=VERSION, device=_store_device())
 
 
 @contextlib.contextmanager
@@ -504,7 +509,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                             device=_store_device(), wall_seconds=fresh[u]["train_seconds_ensemble"] if u in fresh else None,
                             extra_provenance={"sittings": sittings[u]} if sittings.get(u) else None)
 
-    parts = _plan(missing, max_members)
+    parts, _ = _plan(missing, max_members)
     # First pass: ensembles no other process is training; second pass: wait for the others. So the
     # same campaign started once per core trains different ensembles side by side.
     for wait in (False, True):
@@ -525,7 +530,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                         _store(u)       # at once: a later interruption keeps this group's units
                 shutil.rmtree(ck, ignore_errors=True)
             for c in _checkpoints():    # larger ensembles this one was split from, once all their units are stored
-                if not c["committed"] and all(_stored_params(p) for p in c["units"]):
+                if not c["committed"] and all(_stored(p) for p in c["units"]):
                     shutil.rmtree(c["path"].parent, ignore_errors=True)
 
     return {label: [_store(u) for u in us] for label, us in groups.items()}
@@ -570,34 +575,32 @@ def _ensembles(missing: list[Unit], max_members: int, started: Sequence[list[dic
     return sorted(parts, key=lambda us: order[us[0]])
 
 
-def _plan(missing: list[Unit], max_members: int) -> list[list[Unit]]:
-    """:func:`_ensembles` of ``missing`` with the checkpoints on this machine and in ``data/``."""
-    return _ensembles(missing, max_members, [c["units"] for c in _checkpoints()] if missing else [])
+def _plan(missing: list[Unit], max_members: int) -> tuple[list[list[Unit]], list[dict[str, Any]]]:
+    """:func:`_ensembles` of ``missing`` with the checkpoints on this machine and in ``data/``, and
+    those checkpoints (:func:`_checkpoints`; none read when nothing is missing)."""
+    cks = _checkpoints() if missing else []
+    return _ensembles(missing, max_members, [c["units"] for c in cks]), cks
 
 
-def _ckdir(params: list[dict[str, Any]], create: bool = True) -> Path:
+def _params_of(part: Sequence[Unit | dict[str, Any]]) -> list[dict[str, Any]]:
+    """The params of an ensemble's units, given as units or as params (as a checkpoint lists them)."""
+    return [u.params() if isinstance(u, Unit) else u for u in part]
+
+
+def _checkpoint_of(part: Sequence[Unit | dict[str, Any]], create: bool = True) -> Path:
     from . import store
-    return store.checkpoint_dir(UNIT_EXPERIMENT, {"units": params}, VERSION, create=create)
+    return store.checkpoint_dir(UNIT_EXPERIMENT, {"units": _params_of(part)}, VERSION, create=create)
 
 
-def _checkpoint_of(part: list[Unit], create: bool = True) -> Path:
-    return _ckdir([u.params() for u in part], create=create)
-
-
-def _lock_of(part: list[Unit] | list[dict[str, Any]]) -> Path:
-    """The lock a process training this ensemble (its units, or their params) holds, beside its checkpoint directory."""
-    ck = _ckdir([u.params() if isinstance(u, Unit) else u for u in part], create=False)
+def _lock_of(part: Sequence[Unit | dict[str, Any]]) -> Path:
+    """The lock a process training this ensemble holds, beside its checkpoint directory."""
+    ck = _checkpoint_of(part, create=False)
     return ck.parent / f"{ck.name}.lock"
 
 
-def _parked_of(part: list[Unit]) -> Path:
+def _parked_of(part: Sequence[Unit | dict[str, Any]]) -> Path:
     from . import store
-    return store.parked_path(UNIT_EXPERIMENT, {"units": [u.params() for u in part]}, VERSION)
-
-
-def _stored_params(params: dict[str, Any]) -> bool:
-    from . import store
-    return store.is_stored(UNIT_EXPERIMENT, params, version=VERSION, device=_store_device())
+    return store.parked_path(UNIT_EXPERIMENT, {"units": _params_of(part)}, VERSION)
 
 
 def _step_of(ckpt: Path | bytes | None, part: list[Unit]) -> int | None:
@@ -618,14 +621,13 @@ def _checkpoints() -> list[dict[str, Any]]:
     root = store.cache_dir() / UNIT_EXPERIMENT
     for f in sorted(root.glob("*.ckpt/state.pt")) if root.is_dir() else []:
         st = _load_checkpoint(f, None, cpu, quiet)
-        if st is not None and "units" in st and _ckdir(st["units"], create=False) == f.parent:  # else another version's
+        if st is not None and "units" in st and _checkpoint_of(st["units"], create=False) == f.parent:  # else another version's
             found.append({"units": st["units"], "step": int(st["step"]), "path": f, "committed": False, "state": st})
     for target in store.parked_checkpoints():
         if target.parent.name != UNIT_EXPERIMENT:
             continue
         st = _load_checkpoint(store.parked_checkpoint(target), None, cpu, quiet)
-        if st is not None and "units" in st and \
-                store.parked_path(UNIT_EXPERIMENT, {"units": st["units"]}, VERSION) == target:
+        if st is not None and "units" in st and _parked_of(st["units"]) == target:
             found.append({"units": st["units"], "step": int(st["step"]), "path": target, "committed": True, "state": st})
     return sorted(found, key=lambda c: (-c["step"], len(c["units"]), c["committed"]))
 
@@ -691,8 +693,8 @@ def _take_furthest(part: list[Unit], ckpt: Path, log: Callable[[str], None]) -> 
                 f"the {len(src['units'])}-unit ensemble whose checkpoint these {len(part)} units would be split from "
                 f"({where}) is being trained by another process (it holds {_lock_of(src['units'])}): stop that "
                 f"process first (Ctrl-C or SIGTERM; it saves a checkpoint), then start the campaign again")
-        st = _load_checkpoint(src["path"] if not src["committed"] else store.parked_checkpoint(src["path"]),
-                              None, torch.device("cpu"), log)
+        # a cache checkpoint is read again under the lock (it may have moved on); a committed one cannot have
+        st = src["state"] if src["committed"] else _load_checkpoint(src["path"], None, torch.device("cpu"), log)
         if st is None:
             return
         _save(ckpt, _split_state(st, part))
@@ -715,14 +717,18 @@ def park_campaign(experiment: str, profile: str = "paper", *, max_members: int =
 
     units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
     counts = {"parked": 0, "kept": 0, "removed": 0}
-    plan = _plan([u for u in units if not _stored(u)], max_members)
+    plan, _ = _plan([u for u in units if not _stored(u)], max_members)
+    committed_step: dict[str, int] = {}     # unit -> step of its part's committed checkpoint, after parking
     for part in plan:
         ckpt, target = _checkpoint_of(part, create=False) / "state.pt", _parked_of(part)
         st = _load_checkpoint(ckpt, part, torch.device("cpu"), log=lambda s: None)
-        if st is None:
-            continue
-        ours = int(st["step"])
         theirs = _step_of(store.parked_checkpoint(target), part)
+        ours = None if st is None else int(st["step"])
+        at = [step for step in (ours, theirs) if step is not None]      # parked below when ours is further
+        if at:
+            committed_step.update({_key(u.params()): max(at) for u in part})
+        if ours is None:
+            continue
         if theirs is not None and theirs >= ours:
             counts["kept"] += 1
             continue
@@ -734,18 +740,16 @@ def park_campaign(experiment: str, profile: str = "paper", *, max_members: int =
             f"{sum(p.stat().st_size for p in files) / 1e6:.1f} MB): depth {part[0].depth}, {part[0].config.pe} PE, "
             f"{len(part)} units at step {ours}/{part[0].steps}")
     own = {_parked_of(part) for part in plan}
-    committed_step = {_key(u.params()): s for part in plan
-                      if (s := _step_of(store.parked_checkpoint(_parked_of(part)), part)) is not None for u in part}
     for path in store.parked_checkpoints():
         try:
             st = torch.load(io.BytesIO(store.parked_checkpoint(path)), map_location="cpu", weights_only=False)
             params = st["units"]
         except Exception:  # noqa: BLE001 - a damaged committed checkpoint is left for check-data to report
             continue
-        if all(store.is_stored(UNIT_EXPERIMENT, p, version=VERSION, device=_store_device()) for p in params):
+        if all(_stored(p) for p in params):
             why = "its units are all stored"
         elif path not in own and path.parent.name == UNIT_EXPERIMENT and all(
-                _stored_params(p) or committed_step.get(_key(p), -1) >= int(st["step"]) for p in params):
+                _stored(p) or committed_step.get(_key(p), -1) >= int(st["step"]) for p in params):
             why = "its units are stored or committed further along in the smaller ensembles split from it"
         else:
             continue
@@ -774,9 +778,9 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
 
     units = _distinct(campaign_units(experiment, **{**PROFILES[profile], **overrides}))
     missing = [u for u in units if not _stored(u)]
-    cks = _checkpoints() if missing else []
     rows = []
-    for part in _ensembles(missing, max_members, [c["units"] for c in cks]):
+    parts, cks = _plan(missing, max_members)
+    for part in parts:
         src = _source(part, cks)
         st, committed = (None, False) if src is None else (src["state"], src["committed"])
         split = None if src is None or src["units"] == [u.params() for u in part] else len(src["units"])

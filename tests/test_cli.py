@@ -191,7 +191,7 @@ def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
     assert not list(cache.rglob("*.json")) and sorted((own / "data" / "wu-units").glob("*.json")) == before
     assert run(own, "campaign", "wu-fig-5", *params, "--quiet", cache=cache).returncode == 0
     (cached,) = (cache / "wu-units").glob("*.json")
-    proc = run(own, "campaign", "wu-fig-5", *params, "--status", "--max-members", "1", cache=cache)
+    proc = run(own, "campaign", "wu-fig-5", *params, "--status", cache=cache)
     assert "1 of 1 units stored; 0 to train" in proc.stdout, proc.stdout
     proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
     assert proc.returncode == 0 and "1 finished units committed" in proc.stdout, proc.stdout + proc.stderr

@@ -21,8 +21,8 @@ def _unit(seed=0, steps=6, **kw):
                       eval_every=3, n_test=16, n_sweep=8, n_sink=8)
 
 
-def _sigterm_in_third_step(monkeypatch, n: int = 3) -> None:
-    """Make SIGTERM arrive in the middle of the third (``n``-th) training step from now, while its batch is drawn."""
+def _sigterm_in_step(monkeypatch, n: int = 3) -> None:
+    """Make SIGTERM arrive in the middle of the ``n``-th training step from now, while its batch is drawn."""
     orig, calls = train.ensemble_batch, {"n": 0}
 
     def signalling(*a, **k):
@@ -101,7 +101,7 @@ def test_sigterm_stops_between_steps_checkpoints_and_resumes_exactly(tmp_path, m
     seed_all()
     previous = signal.getsignal(signal.SIGTERM)
     with monkeypatch.context() as m, pytest.raises(train.Interrupted) as stop:
-        _sigterm_in_third_step(m)
+        _sigterm_in_step(m)
         train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=1e9, progress=False, log=lines.append)
     assert signal.getsignal(signal.SIGTERM) is previous          # the handler is restored
     assert stop.value.signum == signal.SIGTERM and stop.value.step == 3   # the third step was finished
@@ -294,7 +294,7 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     rope_units = train.campaign_units("wu-fig-2", **{**train.PROFILES["smoke"], **kw})["RoPE|2"]
     (part,) = train._ensembles(rope_units, 64)
     with monkeypatch.context() as m:
-        _sigterm_in_third_step(m)
+        _sigterm_in_step(m)
         with pytest.raises(train.Interrupted):
             train.train_units(part, checkpoint_dir=train._checkpoint_of(part), progress=False, log=lambda s: None)
     rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
@@ -339,7 +339,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-1"))
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):
-        _sigterm_in_third_step(m)
+        _sigterm_in_step(m)
         run(log=quiet)
     # parking reads the last saved checkpoint without the ensemble's lock, so it runs while a
     # training process holds that lock (here: this test, in place of one) and need not stop it
@@ -389,7 +389,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-3"))
     other = dict(kw, seeds=[2])
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):
-        _sigterm_in_third_step(m)
+        _sigterm_in_step(m)
         train.run_campaign("wu-fig-5", "smoke", progress=False, log=quiet, **other)
     assert train.park_campaign("wu-fig-5", "smoke", log=quiet, **other)["parked"] == 1
     part = store.parked_files()[-1]
@@ -423,7 +423,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
                           for r in train.campaign_status("wu-fig-2", "smoke", **kw, **k)["ensembles"]]
 
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # the 4-unit ensemble stops at step 3
-        _sigterm_in_third_step(m)
+        _sigterm_in_step(m)
         run(log=quiet)
     assert park() == {"parked": 1, "kept": 0, "removed": 0}
     assert status() == [(4, 3, None), (2, None, None)]
@@ -434,7 +434,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
         run(log=quiet, max_members=2)           # as if another process were training the 4-unit ensemble
     lines: list[str] = []
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # the No PE part stops at step 4
-        _sigterm_in_third_step(m, n=1)
+        _sigterm_in_step(m, n=1)
         run(log=lines.append, max_members=2)
     assert any(s.startswith("continuing from step 3 of the checkpoint of a larger ensemble (4 units") for s in lines)
     # the split stays, whatever max_members: No PE on its own checkpoint, decay still to be cut
@@ -443,7 +443,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     assert park() == {"parked": 1, "kept": 0, "removed": 0}      # the 4-unit one stays: decay needs it
     assert len(store.parked_checkpoints()) == 2
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # No PE finishes; decay is cut, stops at 4
-        _sigterm_in_third_step(m, n=5)
+        _sigterm_in_step(m, n=5)
         run(log=quiet)
     assert status() == [(2, 4, None), (2, None, None)]
     assert park() == {"parked": 1, "kept": 0, "removed": 2}      # decay's parked; No PE stored; the 4-unit one unneeded
