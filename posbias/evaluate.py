@@ -102,13 +102,16 @@ def seed_mean_se(values, n_test: int) -> tuple[float, float]:
     """Mean over seeds of a gap (or a difference of gaps) and its standard error.
 
     The error adds the spread between seeds (sample variance / n, zero with one seed) and the
-    binomial noise of the test sets, at most ``0.5 / n_test`` per seed for a difference of two
-    accuracies (each with variance ``<= 1/(4 n_test)``).
+    binomial noise of the test sets, at most ``0.5 / n_test`` for a difference of two accuracies
+    (each with variance ``<= 1/(4 n_test)``). That bound is *not* divided by the number of seeds:
+    every seed is tested on the same sequences (``train.TEST_SEED``), so the part of the test noise
+    that the seeds share does not average out over them (the part they do not share is already in
+    the spread between seeds, which makes the sum an upper bound).
     """
     v = torch.as_tensor(values, dtype=torch.float64).flatten()
     n = v.numel()
     var_seed = float(v.var(unbiased=True)) if n > 1 else 0.0
-    return float(v.mean()), float((var_seed / n + 0.5 / n_test / n) ** 0.5)
+    return float(v.mean()), float((var_seed / n + 0.5 / n_test) ** 0.5)
 
 
 #: The three verdicts of a claim, in the order the chapters count them.

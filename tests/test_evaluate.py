@@ -51,7 +51,11 @@ def test_accuracy_of_an_untrained_net_is_near_chance():
 def test_verdict_and_standard_error():
     from posbias.evaluate import claim, seed_mean_se, verdict
     m, se = seed_mean_se([0.2, 0.2], n_test=1000)
-    assert m == 0.2 and abs(se - (0.5 / 1000 / 2) ** 0.5) < 1e-12      # no seed spread: binomial part only
+    assert m == 0.2 and abs(se - (0.5 / 1000) ** 0.5) < 1e-12      # no seed spread: binomial part only,
+    m, se = seed_mean_se([0.2] * 5, n_test=1000)                     # and seeds share the test sets, so it
+    assert abs(se - (0.5 / 1000) ** 0.5) < 1e-12                     # does not shrink with more of them
+    m, se = seed_mean_se([0.1, 0.3], n_test=10**9)
+    assert abs(m - 0.2) < 1e-12 and abs(se - (0.02 / 2) ** 0.5) < 1e-6   # spread part: sample variance / n
     assert verdict(0.2, 0.05) == "reproduced" and verdict(-0.2, 0.05) == "contradicted"
     assert verdict(0.05, 0.05) == "inconclusive" and verdict(-0.2, 0.05, sign=-1) == "reproduced"
     row = claim("x", "positive", [0.25, 0.15], 10000)
