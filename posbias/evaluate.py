@@ -300,7 +300,8 @@ def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = T
                  value=s["count_residual"], expected="distance of acc * n_test from an integer < 0.01",
                  passed=s["count_residual"] < 0.01)
     if gaps:
-        report.check(f"{prefix}gaps-recomputed", "the stored gaps equal the differences of the stored accuracies",
+        report.check(f"{prefix}gaps-recomputed", "the stored gaps equal the differences of the stored accuracies "
+                     "(an integrity check of the files in data/: training writes both from the same numbers)",
                      value=s["gap_residual"], expected="< 1e-6", passed=s["gap_residual"] < 1e-6)
     report.value(f"{glue}acc_min", s["accuracy_min"])
     report.value(f"{glue}z_chance", s["z_chance"])
