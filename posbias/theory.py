@@ -32,7 +32,6 @@ __all__ = [
     "decay_critical_distance_stirling",
     "decay_weights",
     "decay_band",
-    "band_argmax_set",
     "rope_scores",
     "rope_row_scores",
     "rope_path_sum_log",
@@ -110,15 +109,6 @@ def decay_band(depth: int, m: float, j: torch.Tensor | int, logit_bound: float =
     lo = torch.full_like(j, -2.0 * logit_bound * depth)
     hi = 2.0 * logit_bound * depth - depth * torch.log(-torch.expm1(-m * (j + 1)))
     return lo, hi
-
-
-def band_argmax_set(log_profile: torch.Tensor, log_width: float) -> torch.Tensor:
-    """Indices where a profile could still peak if it is only known up to a factor ``e^{log_width}``.
-
-    If ``log P(k) - log g(k)`` lies in an interval of width ``log_width``, the argmax of ``P`` is
-    among ``{k : log g(k) >= max log g - log_width}``. Returns a boolean mask like ``log_profile``.
-    """
-    return log_profile >= log_profile.max() - log_width
 
 
 # --------------------------------------------------------------------------- RoPE

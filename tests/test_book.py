@@ -62,6 +62,7 @@ def test_figures_are_byte_identical_across_runs(smoke_book, tmp_path):
                           cwd=smoke_book["root"], env=smoke_book["env"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert first["figures"] and [f["name"] for f in first["figures"]] == [f["name"] for f in again["figures"]]
     for a, b in zip(first["figures"], again["figures"]):
         assert {k: v["sha256"] for k, v in a["files"].items()} == {k: v["sha256"] for k, v in b["files"].items()}
 

@@ -34,7 +34,12 @@ def test_parameters_cell_mirrors_the_declaration(cid):
 def test_every_profile_resolves(cid):
     ch = get_chapter(cid)
     for prof in PROFILES:
-        ch.resolve(prof)
+        values = ch.resolve(prof)
+        assert set(values) == set(ch.params)                 # every parameter, nothing else
+        for name, v in values.items():                       # each value already in its declared type
+            assert ch.params[name].coerce(v) == v
+        for name, v in ch.profiles.get(prof, {}).items():    # the profile's own values win over the defaults
+            assert values[name] == ch.params[name].coerce(v)
 
 
 def test_unknown_chapter_names_the_choices():

@@ -55,6 +55,18 @@ def test_reachability_in_t_steps():
     assert bool(r[9, 6]) and not bool(r[9, 5])
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=1, max_value=16), st.integers(min_value=1, max_value=20), st.data())
+def test_reachability_is_the_support_of_the_mask_power(n, t, data):
+    # the oracle of the rollout's support property: a walk of exactly t steps exists iff (M^t)_ij > 0
+    kind = data.draw(st.sampled_from(["full", "causal", "window", "prefix"]))
+    size = data.draw(st.integers(min_value=1, max_value=n))
+    m = make_mask(kind, n, window=size if kind == "window" else None, prefix=size if kind == "prefix" else None)
+    power = torch.linalg.matrix_power(m.double(), t)
+    assert torch.equal(reachability(m, steps=t), power > 0)
+    assert torch.equal(reachability(m), torch.linalg.matrix_power(m.double(), n) > 0)   # closure: n steps suffice
+
+
 def test_bad_input_is_refused():
     import pytest
 

@@ -70,13 +70,15 @@ def test_member_init_depends_only_on_its_seed():
 
 
 def test_causal_no_residual_query_ignores_nothing_but_window_does():
-    # with a window of 1 and no residual, the query token sees only itself: changing item 1 leaves the output
-    cfg = MemberConfig("window", "none", window=1)
-    net = EnsembleNet([cfg], [0], 2)
+    # causal: the query token sees item 1, so changing it changes the output; with a window of 1 and no
+    # residual the query sees only itself, and the same change leaves the output as it was
     x = torch.randn(1, 2, 17, 64)
     y = x.clone()
     y[:, :, 0] += 1.0
-    assert torch.allclose(net(x), net(y))
+    causal = EnsembleNet([MemberConfig("causal", "none")], [0], 2)
+    assert not torch.allclose(causal(x), causal(y))
+    window = EnsembleNet([MemberConfig("window", "none", window=1)], [0], 2)
+    assert torch.allclose(window(x), window(y))
 
 
 def test_bad_configs_raise():

@@ -43,15 +43,19 @@ def test_biased_target_slot_holds_query_label(slot, seed):
 
 
 def test_burstiness_each_class_b_times():
+    # every row holds N/B distinct classes, B copies of each
+    from posbias.task import _arrangement
+    cls = _arrangement(64, SMALL, SMALL.n_classes, torch.Generator().manual_seed(3))
+    assert cls.shape == (64, SMALL.n_items)
+    for row in cls:
+        _, counts = torch.unique(row, return_counts=True)
+        assert counts.tolist() == [SMALL.burstiness] * (SMALL.n_items // SMALL.burstiness)
+    # and in a training batch the items of one class share a label token: at most N/B distinct labels
     task = make_task(1, SMALL)
     x, _ = train_batch(task, 1, 0, 8)
-    items = x[:, 0:-1:2]
-    # the class means: distance of each item to its nearest mean; B copies per class -> label pattern
-    # items of one class share a label token
     lab = x[:, 1:-1:2]
     for row in range(8):
-        uniq = torch.unique(lab[row], dim=0)
-        assert uniq.shape[0] <= SMALL.n_items // SMALL.burstiness
+        assert torch.unique(lab[row], dim=0).shape[0] <= SMALL.n_items // SMALL.burstiness
 
 
 def test_scales_are_one_over_d():

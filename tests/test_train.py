@@ -164,11 +164,19 @@ def test_checkpoint_interval_from_the_environment(monkeypatch):
 
 
 def test_ensemble_result_equals_alone():
+    # a mixed ensemble (mask, PE, residual, seed differ) stores, for each member, exactly the result of
+    # training that member alone: every field but the ensemble's own size and wall time
     torch.set_num_threads(1)
-    a, b = _unit(0), _unit(1)
-    both = train.train_units([a, b], progress=False)
-    alone = train.train_units([b], progress=False)[0]
-    assert both[1]["curves"] == alone["curves"] and both[1]["sink_share"] == alone["sink_share"]
+    units = [_unit(0), train.Unit(2, MemberConfig("causal", "rope", residual=True), None, 1, 6, batch_size=8,
+                                  eval_every=3, n_test=16, n_sweep=8, n_sink=8),
+             train.Unit(2, MemberConfig("decay", "none"), None, 2, 6, batch_size=8, eval_every=3, n_test=16,
+                        n_sweep=8, n_sink=8)]
+    together = train.train_units(units, progress=False)
+    own = {"train_seconds_ensemble", "ensemble_size"}
+    for u, got in zip(units, together):
+        alone = train.train_units([u], progress=False)[0]
+        assert set(got) == set(alone) and {"curves", "ic_accuracy", "sweep_accuracy", "mean_attention"} <= set(got)
+        assert {k: v for k, v in got.items() if k not in own} == {k: v for k, v in alone.items() if k not in own}
 
 
 def test_run_campaign_smoke_uses_the_store(tmp_path, monkeypatch):
@@ -298,7 +306,7 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
         with pytest.raises(train.Interrupted):
             train.train_units(part, checkpoint_dir=train._checkpoint_of(part), progress=False, log=lambda s: None)
     rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
-    assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and 0 <= rope["age"] < 600
+    assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and rope["age"] >= 0
     assert rope["sitting_pace"] == pytest.approx(rope["wall"] / 3)      # one sitting, from step 0
     assert "depth 2, causal mask, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
     train.run_campaign("wu-fig-2", "smoke", progress=False, log=lambda s: None, **kw)
