@@ -173,17 +173,19 @@ def test_copied_pair():
     assert llm.copied_pair(ex, "no idea") == -1
 
 
+class _Tok:
+    """A stand-in tokenizer: ids 3..92 from the characters, 0-2 special, vocabulary 100."""
+    all_special_ids = [0, 1, 2]
+
+    def __len__(self):
+        return 100
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [3 + (ord(c) % 90) for c in text[:5000]]}
+
+
 def test_token_batch_kinds():
-    class Tok:
-        all_special_ids = [0, 1, 2]
-
-        def __len__(self):
-            return 100
-
-        def __call__(self, text, add_special_tokens=False):
-            return {"input_ids": [3 + (ord(c) % 90) for c in text[:5000]]}
-
-    tok = Tok()
+    tok = _Tok()
     nat = llm.token_batch(tok, "natural", 16, 3, seed=0)
     rnd = llm.token_batch(tok, "random", 16, 3, seed=0, prefix=[1])
     rep = llm.token_batch(tok, "repeated", 16, 3, seed=0)
@@ -195,6 +197,39 @@ def test_token_batch_kinds():
 
 
 # --- the chapters' measurements ------------------------------------------------------------
+
+
+def test_sink_survey_on_a_tiny_llama(two_layers):
+    # the chapter's statistics, against the same quantities computed from the attention in one piece
+    tok, n, b = _Tok(), 12, 5
+    out = llm.sink_survey(two_layers, tok, "random", n, b, seed=3, prefix=[1], eps=0.1, chunk=2)
+    alpha = llm.sink_alpha(llm.attention_maps(two_layers, llm.token_batch(tok, "random", n, b, seed=3, prefix=[1])))
+    assert torch.allclose(torch.tensor(out["rate"]), llm.sink_rate(alpha, 0.1))
+    assert torch.allclose(torch.tensor(out["rate_first_lh"]), llm.sink_rate(alpha[..., 0], 0.1, dims=(0,)))
+    assert torch.allclose(torch.tensor(out["alpha_first_l"]), alpha[..., 0].mean(dim=(0, 2)), atol=1e-6)
+    assert torch.allclose(torch.tensor(out["alpha_mean"]), alpha.mean(dim=(0, 1, 2)), atol=1e-6)
+    assert len(out["rate"]) == n and all(0.0 <= r <= 1.0 for r in out["rate"])
+    assert torch.tensor(out["rate_first_lh"]).shape == (2, 4)
+    once = llm.sink_survey(two_layers, tok, "random", n, b, seed=3, prefix=[1], eps=0.1, chunk=b)
+    assert torch.allclose(torch.tensor(once["alpha_mean"]), torch.tensor(out["alpha_mean"]), atol=1e-6)
+
+
+def test_rollout_survey_on_a_tiny_llama(two_layers):
+    from posbias.rollout import rollout
+
+    out = llm.rollout_survey(two_layers, _Tok(), n_tokens=10, batch=2, seed=0)
+    for name in ("sink", "nosink", "uniform", "uniform_nosink"):
+        for tag in ("nores", "res"):
+            mean, low = torch.tensor(out[f"{name}_{tag}_mean"]), torch.tensor(out[f"{name}_{tag}_min"])
+            assert mean.shape == (2,) and bool((low <= mean + 1e-6).all())
+            assert bool((low >= -1e-6).all()) and bool((mean <= 1 + 1e-6).all())
+    # the uniform reference is the rollout of uniform causal attention, whose first column row i is 1/i
+    # after one layer without the residual term
+    assert out["uniform_nores_mean"][0] == pytest.approx(float(sum(1 / i for i in range(1, 11)) / 10))
+    # the real curves: the first column of the rollout of each sequence's head-averaged layers
+    a = llm.attention_maps(two_layers, llm.token_batch(_Tok(), "natural", 10, 2, seed=0))
+    p1 = torch.stack([rollout(a[s].mean(1), residual=False)[..., 0] for s in range(2)])   # (2, L, n)
+    assert torch.allclose(torch.tensor(out["sink_nores_mean"]), p1.mean(-1).mean(0), atol=1e-5)
 
 
 def test_stream_curves_shapes_and_exact_before_eviction(two_layers):
