@@ -16,8 +16,8 @@ from posbias import train
 from posbias.model import MemberConfig
 
 
-def _unit(seed=0, steps=6, **kw):
-    return train.Unit(2, MemberConfig("causal", "none", **kw), None, seed, steps, batch_size=8,
+def _unit(seed=0, steps=6, mask="causal", pe="none", **kw):
+    return train.Unit(2, MemberConfig(mask, pe, **kw), None, seed, steps, batch_size=8,
                       eval_every=3, n_test=16, n_sweep=8, n_sink=8)
 
 
@@ -167,10 +167,7 @@ def test_ensemble_result_equals_alone():
     # a mixed ensemble (mask, PE, residual, seed differ) stores, for each member, exactly the result of
     # training that member alone: every field but the ensemble's own size and wall time
     torch.set_num_threads(1)
-    units = [_unit(0), train.Unit(2, MemberConfig("causal", "rope", residual=True), None, 1, 6, batch_size=8,
-                                  eval_every=3, n_test=16, n_sweep=8, n_sink=8),
-             train.Unit(2, MemberConfig("decay", "none"), None, 2, 6, batch_size=8, eval_every=3, n_test=16,
-                        n_sweep=8, n_sink=8)]
+    units = [_unit(0), _unit(1, pe="rope", residual=True), _unit(2, mask="decay")]
     together = train.train_units(units, progress=False)
     own = {"train_seconds_ensemble", "ensemble_size"}
     for u, got in zip(units, together):
