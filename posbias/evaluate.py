@@ -254,6 +254,9 @@ def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n
 
     - ``loss_drop``: the smallest, over units, of (mean training loss over the first evaluation
       interval) minus (mean over the last); positive when every network's loss fell.
+    - ``best_drop``: the smallest, over units, of (mean loss over the first interval) minus (the
+      lowest mean over any later interval); positive when every network's loss fell at some point,
+      even if it rose again later. ``n_loss_rose``: how many units end above their first interval.
     - ``count_residual``: the largest distance of ``accuracy * n_test`` from an integer over every
       stored IC accuracy (final and on the curves); near 0 when the test sets hold ``n_test``
       sequences (or a divisor of it).
@@ -274,15 +277,21 @@ def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n
     acc = final_accuracy(units)
     chance = 1.0 / n_labels
     se = (chance * (1 - chance) / (6 * n_test)) ** 0.5
-    return {"loss_drop": float((loss[:, 1] - loss[:, -1]).min()), "count_residual": count_residual,
+    return {"loss_drop": float((loss[:, 1] - loss[:, -1]).min()),
+            "best_drop": float((loss[:, 1] - loss[:, 2:].min(1).values).min()) if loss.shape[1] > 2 else
+            float((loss[:, 1] - loss[:, -1]).min()), "n_loss_rose": float((loss[:, -1] > loss[:, 1]).sum()),
+            "count_residual": count_residual,
             "gap_residual": gap_residual, "accuracy_min": float(acc.min()), "chance": chance,
             "z_chance": float((acc.min() - chance) / se)}
 
 
-def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = True, prefix: str = "") -> dict[str, float]:
+def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = True, prefix: str = "",
+                   late_rise_ok: bool = False) -> dict[str, float]:
     """Assert (``report.check``) what must hold for trained units whatever the paper says.
 
-    Every network's loss fell; every stored accuracy is a count out of ``n_test``; with ``gaps``, the
+    Every network's loss fell (with ``late_rise_ok``: fell below its first interval's at some
+    evaluation, so that a network that learned and then became unstable is reported, glued as
+    ``n_loss_rose``, rather than refused; a pipeline that does not train still fails); every stored accuracy is a count out of ``n_test``; with ``gaps``, the
     stored gaps are the differences of the stored accuracies; from 500 steps on (a rule on the
     parameters: a few dozen smoke iterations test the plumbing, not learning) the worst network beats
     chance by more than three binomial standard errors. Check names and glued values
@@ -293,9 +302,15 @@ def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = T
     s = training_sanity(units, n_test)
     glue = prefix.replace("-", "_")
     report.value(f"{glue}n_test_sets", n_test)
-    report.check(f"{prefix}loss-falls", "every network's mean training loss is lower over the last evaluation "
-                 "interval than over the first", value=s["loss_drop"], expected="smallest drop > 0",
-                 passed=s["loss_drop"] > 0)
+    report.value(f"{glue}n_loss_rose", int(s["n_loss_rose"]))
+    if late_rise_ok:
+        report.check(f"{prefix}loss-falls", "every network's mean training loss fell, at some evaluation interval, "
+                     "below its mean over the first (a later rise is reported, not refused)",
+                     value=s["best_drop"], expected="smallest drop > 0", passed=s["best_drop"] > 0)
+    else:
+        report.check(f"{prefix}loss-falls", "every network's mean training loss is lower over the last evaluation "
+                     "interval than over the first", value=s["loss_drop"], expected="smallest drop > 0",
+                     passed=s["loss_drop"] > 0)
     report.check(f"{prefix}test-set-size", f"every stored accuracy is a count out of n_test = {n_test} sequences",
                  value=s["count_residual"], expected="distance of acc * n_test from an integer < 0.01",
                  passed=s["count_residual"] < 0.01)

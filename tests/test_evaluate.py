@@ -86,6 +86,10 @@ def test_training_sanity_passes_on_a_sound_unit_and_flags_each_defect():
     assert s["loss_drop"] > 0 and s["count_residual"] < 1e-9 and s["gap_residual"] < 1e-6
     assert abs(s["accuracy_min"] - 1.6 / 6) < 1e-12 and s["z_chance"] > 3
     assert training_sanity([_unit(acc, loss=(0.0, 3.2, 3.4))], 1000)["loss_drop"] < 0       # loss rose
+    unstable = training_sanity([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 2.5, 3.4))], 1000)    # fell, then rose
+    assert unstable["loss_drop"] < 0 < unstable["best_drop"] and unstable["n_loss_rose"] == 1
+    never = training_sanity([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 3.3, 3.4))], 1000)      # never fell
+    assert never["best_drop"] < 0 and never["n_loss_rose"] == 1
     assert training_sanity([_unit(acc)], 1024)["count_residual"] > 0.1                       # wrong set size
     assert training_sanity([_unit(acc, gap_shift=0.01)], 1000)["gap_residual"] > 0.009       # stale gaps
     at_chance = {n: 1 / 32 for n in names}
