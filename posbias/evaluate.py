@@ -15,7 +15,7 @@ from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
            "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "depth_claims", "still_learning",
-           "final_accuracy", "training_sanity", "attention_residual", "VERDICTS", "publish_claims", "check_claims"]
+           "final_accuracy", "loss_rose", "training_sanity", "attention_residual", "VERDICTS", "publish_claims", "check_claims"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -249,6 +249,12 @@ def final_accuracy(units: list[dict]) -> torch.Tensor:
     return torch.stack([stack(units, "ic_accuracy", n) for n in names]).mean(0)
 
 
+def loss_rose(units: list[dict]) -> list[int]:
+    """Indices of the units whose mean training loss over the last evaluation interval is above its
+    mean over the first: networks that ended worse than they began (``curves["loss"][0]`` is step 0)."""
+    return [i for i, u in enumerate(units) if u["curves"]["loss"][-1] > u["curves"]["loss"][1]]
+
+
 def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n_labels) -> dict[str, float]:
     """Numbers that must hold for any trained unit, whatever the paper's claims.
 
@@ -279,7 +285,7 @@ def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n
     se = (chance * (1 - chance) / (6 * n_test)) ** 0.5
     return {"loss_drop": float((loss[:, 1] - loss[:, -1]).min()),
             "best_drop": float((loss[:, 1] - loss[:, 2:].min(1).values).min()) if loss.shape[1] > 2 else
-            float((loss[:, 1] - loss[:, -1]).min()), "n_loss_rose": float((loss[:, -1] > loss[:, 1]).sum()),
+            float((loss[:, 1] - loss[:, -1]).min()), "n_loss_rose": float(len(loss_rose(units))),
             "count_residual": count_residual,
             "gap_residual": gap_residual, "accuracy_min": float(acc.min()), "chance": chance,
             "z_chance": float((acc.min() - chance) / se)}
@@ -291,8 +297,8 @@ def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = T
 
     Every network's loss fell (with ``late_rise_ok``: fell below its first interval's at some
     evaluation, so that a network that learned and then became unstable is reported, glued as
-    ``n_loss_rose``, rather than refused; a pipeline that does not train still fails); every stored accuracy is a count out of ``n_test``; with ``gaps``, the
-    stored gaps are the differences of the stored accuracies; from 500 steps on (a rule on the
+    ``n_loss_rose``, rather than refused; a pipeline that does not train still fails); every stored
+    accuracy is a count out of ``n_test``; with ``gaps``, the stored gaps are the differences of the stored accuracies; from 500 steps on (a rule on the
     parameters: a few dozen smoke iterations test the plumbing, not learning) the worst network beats
     chance by more than three binomial standard errors. Check names and glued values
     (``n_test_sets``, ``acc_min``, ``z_chance``) get ``prefix``. Returns :func:`training_sanity`.

@@ -86,14 +86,32 @@ def test_training_sanity_passes_on_a_sound_unit_and_flags_each_defect():
     assert s["loss_drop"] > 0 and s["count_residual"] < 1e-9 and s["gap_residual"] < 1e-6
     assert abs(s["accuracy_min"] - 1.6 / 6) < 1e-12 and s["z_chance"] > 3
     assert training_sanity([_unit(acc, loss=(0.0, 3.2, 3.4))], 1000)["loss_drop"] < 0       # loss rose
-    unstable = training_sanity([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 2.5, 3.4))], 1000)    # fell, then rose
+    unstable = training_sanity([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 2.5, 3.4))], 1000)
     assert unstable["loss_drop"] < 0 < unstable["best_drop"] and unstable["n_loss_rose"] == 1
-    never = training_sanity([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 3.3, 3.4))], 1000)      # never fell
+    never = training_sanity([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 3.3, 3.4))], 1000)
     assert never["best_drop"] < 0 and never["n_loss_rose"] == 1
+    from posbias.evaluate import loss_rose
+    assert loss_rose([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 2.5, 3.4))]) == [1]
     assert training_sanity([_unit(acc)], 1024)["count_residual"] > 0.1                       # wrong set size
     assert training_sanity([_unit(acc, gap_shift=0.01)], 1000)["gap_residual"] > 0.009       # stale gaps
     at_chance = {n: 1 / 32 for n in names}
     assert abs(training_sanity([_unit(at_chance)], 1024)["z_chance"]) < 1e-9
+
+
+def test_check_training_late_rise_ok_refuses_only_a_network_that_never_learned(fresh):
+    from posbias import report
+    from posbias.evaluate import check_training
+    names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+    acc = {n: k / 1000 for n, k in zip(names, [300, 250, 280, 260, 270, 240])}
+    sound, unstable, never = (_unit(acc, loss=L) for L in [(0.0, 3.2, 3.0, 2.9), (0.0, 3.2, 2.5, 3.4),
+                                                           (0.0, 3.2, 3.3, 3.4)])
+    verdicts = {}
+    for prefix, units, ok in [("a-", [sound, unstable], False), ("b-", [sound, unstable], True),
+                              ("c-", [sound, never], True)]:
+        check_training(units, 1000, steps=10, prefix=prefix, late_rise_ok=ok)
+        verdicts[prefix] = next(c["passed"] for c in report.record()["checks"] if c["name"] == f"{prefix}loss-falls")
+    assert verdicts == {"a-": False, "b-": True, "c-": False}
+    assert report.record()["values"]["b_n_loss_rose"] == 1
 
 
 def test_attention_residual_sees_mass_outside_the_mask():
