@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from .chapters import PROFILES, ParamError, chapter_ids, get_chapter
 
@@ -76,6 +77,53 @@ def _cmd_check_data(args: argparse.Namespace) -> int:
                       experiments=args.experiment, brief=args.brief)
 
 
+def _members(raw: str) -> int | str:
+    if raw == "auto":
+        return raw
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ParamError(f"--max-members {raw}: give a number of units of at least 1, or auto (default: 64 in one "
+                         "process, else small enough that every worker gets an ensemble)")
+    return n
+
+
+def _workers(raw: str | None) -> int | str | None:
+    if raw in (None, "auto"):
+        return raw
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ParamError(f"--workers {raw}: give a number of worker processes of at least 1, or auto (one per core)")
+    return n
+
+
+def _engine(args: argparse.Namespace):
+    """The Dask engine the campaign's flags ask for, or None (one process)."""
+    from .training import Engine
+
+    if args.scheduler or args.scheduler_file:
+        return Engine.connect(args.scheduler, args.scheduler_file, threads=args.threads or 1)
+    if args.cluster == "slurm":
+        return Engine.slurm(args.cluster_config, max_jobs=args.max_jobs, gpus=args.gpus_per_worker,
+                            threads=args.threads or 1, dashboard=args.dashboard)
+    if args.workers is not None:
+        return Engine.local(args.workers, threads=args.threads, dashboard=args.dashboard)
+    return None
+
+
+def _stderr_log(quiet: bool):
+    """A log that prints a line to stderr, or nothing when ``quiet``."""
+    def log(s: str) -> None:
+        if not quiet:
+            print(s, file=sys.stderr, flush=True)
+    return log
+
+
 def _cmd_campaign(args: argparse.Namespace) -> int:
     """Train the units a chapter reads with the given parameters and profile, resumably."""
     import shlex
@@ -86,59 +134,74 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     try:
         overrides = _overrides(args.p)
         chapter, params = prepare(args.chapter, overrides, args.profile)
-        from . import train
-        experiment, profile, settings = train.chapter_campaign(chapter.id, params)
+        from . import training
+        experiment, profile, settings = training.chapter_campaign(chapter.id, params)
+        members, args.workers = _members(args.max_members), _workers(args.workers)
+        if args.threads is not None and args.threads < 1:
+            raise ParamError(f"--threads {args.threads}: give at least 1 torch thread per task")
+        if args.cluster_config and not Path(args.cluster_config).is_file():
+            raise ParamError(f"--cluster-config {args.cluster_config}: no such file; give a jobqueue.yaml")
+        training.checkpoint_interval()
     except ParamError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyError as e:
         print(f"error: {e.args[0]}. `posbias run {args.chapter}` computes what it needs by itself.", file=sys.stderr)
         return 2
-    try:
-        train.checkpoint_interval()
     except ValueError as e:             # a bad $POSBIAS_CHECKPOINT_SECONDS
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.max_members < 1:
-        print(f"error: --max-members {args.max_members}: an ensemble needs at least 1 unit; give 1 or more "
-              f"(default 64)", file=sys.stderr)
-        return 2
-    size = {"max_members": args.max_members}
-
-    def on_sigterm(signum: int, frame: object) -> None:   # outside training: stop like SIGINT does
-        raise train.Interrupted(signum, 0, 0, None)
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    log = _stderr_log(args.quiet)
     if args.write_data:
         os.environ["POSBIAS_WRITE_DATA"] = "1"
+    head = f"{chapter.id} ({args.profile} profile)"
     if args.status:
-        print(f"{chapter.id} ({args.profile} profile): " + train.format_status(
-            train.campaign_status(experiment, profile, **size, **settings)))
+        print(f"{head}: " + training.format_status(
+            training.campaign_status(experiment, profile, max_members=members, **settings)))
+        if args.scheduler or args.scheduler_file:
+            from .training.engine import workers_status
+            engine = _engine(args)
+            try:
+                print("\n".join(workers_status(engine)))
+            finally:
+                engine.close()
         return 0
     if args.no_train:
-        found, missing = train.store_finished(experiment, profile, **settings)
+        found, missing = training.store_finished(experiment, profile, **settings)
         where = "committed to data/ (or already there)" if args.write_data else "stored"
         parked = ""
         if args.write_data:
-            n = train.park_campaign(experiment, profile, log=log, **size, **settings)
+            n = training.park_campaign(experiment, profile, log=log, max_members=members, **settings)
             parked = (f"; checkpoints of unfinished ensembles: {n['parked']} committed to data/checkpoints, "
                       f"{n['kept']} already there, {n['removed']} removed (their units finished, or in parts "
                       f"split from them)")
-        print(f"{chapter.id} ({args.profile} profile): {found} finished units {where}, {missing} not trained yet"
-              f"{parked}; nothing was trained")
+        print(f"{head}: {found} finished units {where}, {missing} not trained yet{parked}; nothing was trained")
         return 0
-    print(f"{chapter.id} ({args.profile} profile): training the units of {experiment} it reads", file=sys.stderr)
+
+    def on_sigterm(signum: int, frame: object) -> None:   # outside training: stop like SIGINT does
+        raise training.Interrupted(signum, 0, 0, None)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    engine = None
     try:
-        res = train.run_campaign(experiment, profile, progress=not args.quiet and sys.stderr.isatty(), log=log,
-                                 **size, **settings)
+        engine = _engine(args)
+        where = "in this process" if engine is None else f"on {engine.workers} Dask worker(s), " \
+            f"{engine.threads} torch thread(s) each"
+        print(f"{head}: training the units of {experiment} it reads, {where}", file=sys.stderr)
+        res = training.run_campaign(experiment, profile, progress=not args.quiet and sys.stderr.isatty(), log=log,
+                                    max_members=members, engine=engine, **settings)
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         print(f"{chapter.id}: campaign stopped by {signal.Signals(signum).name}; finished units are stored and "
               f"unfinished training keeps its checkpoint: run the same command again to resume", file=sys.stderr)
         return 128 + signum
+    except (training.VersionMismatch, training.PartBusy, OSError, TimeoutError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if engine is not None:
+            engine.close()
     n = sum(len(us) for us in res.values())
     print(f"{chapter.id}: {n} units ready in the cache; `posbias run {chapter.id}"
           + (f" --profile {args.profile}" if args.profile != "default" else "")
@@ -202,12 +265,30 @@ def main(argv: list[str] | None = None) -> int:
                    help="store results in data/ and its manifest; with --no-train, commit finished units from the "
                         "cache unchanged and the checkpoints of unfinished ensembles to data/checkpoints, so a "
                         "fresh clone continues the campaign where it stopped (maintainers)")
-    p.add_argument("--max-members", type=int, default=64, metavar="N",
-                   help="train at most N units in one ensemble (default 64). An ensemble already started keeps its "
-                        "units, except that a smaller N splits it: stop the campaign, start it again with N once per "
-                        "core, and each part resumes exactly from the larger ensemble's checkpoint (for idle cores "
-                        "when fewer ensembles than cores are left); once the parts have checkpoints of their own, "
-                        "every later command keeps the split")
+    p.add_argument("--max-members", default="auto", metavar="N|auto",
+                   help="train at most N units in one ensemble (default auto: 64 in one process, else small enough "
+                        "that every worker gets an ensemble). An ensemble already started keeps its units, except "
+                        "that a smaller N splits it, each part resuming exactly from the larger checkpoint")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", default=None, metavar="N|auto",
+                       help="train on a Dask LocalCluster of N worker processes (auto: one per core), one ensemble "
+                            "per worker at a time (default: one process, no cluster)")
+    where.add_argument("--scheduler", default=None, metavar="ADDR",
+                       help="train on an existing Dask cluster (tcp://host:8786): `dask scheduler` and `dask worker "
+                            "ADDR` started by hand, cloud machines, Kubernetes")
+    where.add_argument("--scheduler-file", default=None, metavar="FILE",
+                       help="the same, from the file `dask scheduler --scheduler-file FILE` wrote")
+    where.add_argument("--cluster", choices=["slurm"], default=None,
+                       help="train on Slurm through dask-jobqueue, scaling adaptively (see --cluster-config)")
+    p.add_argument("--cluster-config", default=None, metavar="FILE",
+                   help="a jobqueue.yaml with a `jobqueue: slurm:` section (queue, account, walltime, memory, ...)")
+    p.add_argument("--max-jobs", type=int, default=4, metavar="N", help="--cluster: at most N Slurm jobs (default 4)")
+    p.add_argument("--gpus-per-worker", type=int, default=0, metavar="N",
+                   help="--cluster: ask Slurm for N GPUs per job and give each task the Dask resource GPU=1")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch threads per task (default: the cores divided among the local workers; 1 on a cluster)")
+    p.add_argument("--dashboard", action="store_true",
+                   help="serve the Dask dashboard on :8787 (needs the bokeh package)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_campaign)
 

@@ -126,8 +126,13 @@ def test_list(tree):
     (["campaign", "wu-fig-5", "-p", "steps", "5", "-p", "eval_every", "10"], "impossible combination"),
     (["campaign", "wu-fig-5", "--profile", "huge"], "invalid choice"),
     (["campaign", "wu-thm-4-1"], "trains no networks"),
-    (["campaign", "wu-fig-5", "--max-members", "0"], "an ensemble needs at least 1 unit"),
-    (["campaign", "wu-fig-5", "--max-members", "two"], "invalid int value"),
+    (["campaign", "wu-fig-5", "--max-members", "0"], "give a number of units of at least 1, or auto"),
+    (["campaign", "wu-fig-5", "--max-members", "two"], "give a number of units of at least 1, or auto"),
+    (["campaign", "wu-fig-5", "--workers", "0"], "give a number of worker processes of at least 1, or auto"),
+    (["campaign", "wu-fig-5", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "not allowed with"),
+    (["campaign", "wu-fig-5", "--cluster", "pbs"], "invalid choice"),
+    (["campaign", "wu-fig-5", "--cluster", "slurm", "--cluster-config", "/nonexistent.yaml"], "no such file"),
+    (["campaign", "wu-fig-5", "--threads", "0"], "at least 1 torch thread"),
 ])
 def test_campaign_bad_input_exits_2_and_writes_nothing(tree, tmp_path, args, message):
     cache = tmp_path / "cache"

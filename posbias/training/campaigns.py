@@ -1,0 +1,202 @@
+"""Which units each chapter's campaign trains, under which profile, and what of it is stored.
+
+The settings of the profiles (:data:`PROFILES`) repeat the trained chapters' front matter, which is
+their one source: ``tests/test_training.py`` fails when the two disagree.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from .. import store
+from ..model import MemberConfig
+from ..task import TaskConfig, slot_index
+from .units import UNIT_EXPERIMENT, VERSION, Unit, device
+
+#: Training settings of the profiles; chapters may override ``seeds`` and ``steps``.
+PROFILES: dict[str, dict[str, Any]] = {
+    "smoke": {"steps": 20, "seeds": [0], "eval_every": 10, "n_test": 64, "n_sweep": 32, "n_sink": 32},
+    "default": {"steps": 1000, "seeds": [0, 1, 2, 3, 4], "eval_every": 250, "n_test": 2000, "n_sweep": 500,
+                "n_sink": 500},
+    "paper": {"steps": 100_000, "seeds": [0, 1, 2, 3, 4], "eval_every": 5000, "n_test": 10000,
+              "n_sweep": 2000, "n_sink": 10000},
+}
+
+FIG2_PES = (("causal", "none"), ("decay", "none"), ("causal", "rope"))
+FIG3_CONFIGS = tuple((m, p) for m in ("full", "causal") for p in ("none", "sin", "rope"))
+
+
+def fig2_name(mask: str, pe: str) -> str:
+    """The name Figure 2 gives the architecture ``(mask, pe)`` of :data:`FIG2_PES`: No PE, decay or RoPE."""
+    return "decay" if mask == "decay" else ("RoPE" if pe == "rope" else "No PE")
+
+
+def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every: int, n_test: int,
+                   n_sweep: int, n_sink: int, depths: list[int] | None = None,
+                   windows: list[int] | None = None, prefixes: list[int] | None = None) -> dict[str, list[Unit]]:
+    """The units of a chapter's campaign, grouped by the label of their configuration.
+
+    ``wu-fig-2``: unbiased data, no residual, depths x (causal No PE, decay, causal RoPE).
+    ``wu-fig-3``: targets at first or last, 2 layers with residual, masks full/causal x PEs none/sin/rope.
+    ``wu-fig-4``: the same six architectures with targets at first, middle or last only.
+    ``wu-fig-5``: 2 layers, causal, No PE, no residual, unbiased (shared with ``wu-fig-2``).
+    ``wu-fig-6``: unbiased, causal / windows / prefixes, No PE, no residual, ``depths[0]`` layers.
+    ``wu-residual-depth``: unbiased, with residual, depths x (causal No PE, decay, causal RoPE).
+    """
+    common = dict(steps=steps, eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink)
+    N = TaskConfig().n_items
+    out: dict[str, list[Unit]] = {}
+
+    def add(label: str, depth: int, cfg: MemberConfig, slots) -> None:
+        out[label] = [Unit(depth, cfg, slots, s, **common) for s in seeds]
+
+    if experiment in ("wu-fig-2", "wu-residual-depth"):
+        res = experiment == "wu-residual-depth"
+        for d in depths or ([2, 4, 6] if not res else [2, 6, 10]):
+            for mask, pe in FIG2_PES:
+                add(f"{fig2_name(mask, pe)}|{d}", d, MemberConfig(mask, pe, residual=res), None)
+    elif experiment == "wu-fig-3":
+        for mask, pe in FIG3_CONFIGS:
+            add(f"{mask}|{pe}", 2, MemberConfig(mask, pe, residual=True), (0, N - 1))
+    elif experiment == "wu-fig-4":
+        for where in ("first", "middle", "last"):
+            for mask, pe in FIG3_CONFIGS:
+                add(f"{where}|{mask}|{pe}", 2, MemberConfig(mask, pe, residual=True), (slot_index(where, N),))
+    elif experiment == "wu-fig-5":
+        add("causal|none", (depths or [2])[0], MemberConfig("causal", "none"), None)
+    elif experiment == "wu-fig-6":
+        d = (depths or [2])[0]
+        add("causal", d, MemberConfig("causal", "none"), None)
+        for w in windows or [4, 8, 12]:
+            add(f"window|{w}", d, MemberConfig("window", "none", window=w), None)
+        for k in prefixes or [2, 4, 8]:
+            add(f"prefix|{k}", d, MemberConfig("prefix", "none", prefix=k), None)
+    else:
+        raise ValueError(f"unknown experiment {experiment!r}")
+    return out
+
+
+def units_of(experiment: str, profile: str, overrides: Mapping[str, Any]) -> dict[str, list[Unit]]:
+    """:func:`campaign_units` of ``experiment`` under ``profile``'s settings with ``overrides``."""
+    return campaign_units(experiment, **{**PROFILES[profile], **overrides})
+
+
+def distinct(groups: dict[str, list[Unit]]) -> list[Unit]:
+    """The units of a campaign's groups, each once (chapters' groups may share units), in order."""
+    return list(dict.fromkeys(u for us in groups.values() for u in us))
+
+
+# --------------------------------------------------------------------------- what is stored
+# The device a unit trained on is provenance, not identity: a unit trained on a GPU is stored under
+# the key of the same unit trained on the CPU (its provenance names the device), so that a book built
+# on a CPU reads units a GPU trained. `posbias check-data` recomputes such records on the CPU and
+# compares them within the tolerance stated for records made on other hardware.
+
+_WHERE = ("device_name", "machine", "cpu", "cpu_count", "torch_threads")
+
+
+def stored(unit: Unit | dict[str, Any]) -> bool:
+    """Is ``unit`` (or the unit of these params) in ``data/`` or the user cache?"""
+    params = unit.params() if isinstance(unit, Unit) else unit
+    return store.is_stored(UNIT_EXPERIMENT, params, version=VERSION)
+
+
+def lookup(unit: Unit) -> dict[str, Any] | None:
+    """The stored result of ``unit``, or None; never trains."""
+    return store.lookup(UNIT_EXPERIMENT, unit.params(), version=VERSION)
+
+
+def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[str, Any]] | None = None
+               ) -> dict[str, Any]:
+    """Store ``result`` (fresh from training; None: it must be stored already) as ``unit``'s record, its
+    provenance naming the device it trained on and its sittings; returns the stored result."""
+    def fresh() -> dict[str, Any]:
+        if result is None:
+            raise RuntimeError(f"unit {unit} is neither stored nor trained")
+        return result
+
+    last = (sittings or [{}])[-1]       # the process that finished it: a Dask worker, maybe on another machine
+    extra = None if result is None else {
+        "device": last.get("device") or str(device()),
+        **{k: last[k] for k in _WHERE if k in last}, **({"sittings": sittings} if sittings else {})}
+    return store.cached(UNIT_EXPERIMENT, unit.params(), fresh, version=VERSION, seeds=[unit.seed],
+                        wall_seconds=None if result is None else result["train_seconds_ensemble"],
+                        extra_provenance=extra)
+
+
+def stored_campaign(experiment: str, profile: str = "paper", **overrides: Any) -> dict[str, list[dict[str, Any] | None]]:
+    """What :func:`~.engine.run_campaign` would return, read from ``data/`` and the user cache only:
+    label -> one result per seed, ``None`` where that unit has not been trained. Never trains."""
+    return {label: [lookup(u) for u in us] for label, us in units_of(experiment, profile, overrides).items()}
+
+
+def store_finished(experiment: str, profile: str = "paper", **overrides: Any) -> tuple[int, int]:
+    """Pass every finished unit of a campaign through ``store.cached`` and train nothing; returns
+    ``(finished, missing)``. With ``POSBIAS_WRITE_DATA=1`` this commits finished units from the user
+    cache to ``data/`` unchanged (``posbias campaign CHAPTER --no-train --write-data``), so a campaign
+    spread over several sittings can be committed part by part."""
+    units = distinct(units_of(experiment, profile, overrides))
+    done = [u for u in units if lookup(u) is not None]
+    for u in done:
+        store_unit(u, None)
+    return len(done), len(units) - len(done)
+
+
+# --------------------------------------------------------------------------- chapters' campaigns
+
+_SETTINGS = ("steps", "seeds", "eval_every", "n_test", "n_sweep", "n_sink")
+
+
+def _settings(p: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: p[k] for k in _SETTINGS}
+
+
+def _fig2(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return "wu-fig-2", "default", {"depths": list(p["depths"]), **_settings(p)}
+
+
+def _residual(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return "wu-residual-depth", "default", {"depths": list(p["depths"]), **_settings(p)}
+
+
+def _fig3(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return "wu-fig-3", "default", _settings(p)
+
+
+def _fig4(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return "wu-fig-4", "default", _settings(p)
+
+
+def _fig5(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return "wu-fig-5", "default", {"depths": [p["depth"]], **_settings(p)}
+
+
+def _fig6(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return "wu-fig-6", "default", {"depths": [p["depth"]], "windows": list(p["windows"]),
+                                   "prefixes": list(p["prefixes"]), **_settings(p)}
+
+
+def _synthetic(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """The toy networks of wu-fig-6 under the settings of the profile named by ``campaign``."""
+    return "wu-fig-6", p["campaign"], {"depths": [p["depth"]], "windows": list(p["windows"]),
+                                       "prefixes": list(p["prefixes"]), "seeds": list(p["toy_seeds"])}
+
+
+#: Chapter id -> ``params -> (experiment, profile, overrides)``: the one place that says which
+#: units a chapter with given parameters reads. ``posbias campaign`` trains them; a chapter calls
+#: :func:`~.engine.run_chapter_campaign` to read them.
+CHAPTER_CAMPAIGNS: dict[str, Callable[[Mapping[str, Any]], tuple[str, str, dict[str, Any]]]] = {
+    "wu-fig-2": _fig2, "wu-residual-depth": _residual, "wu-fig-3": _fig3, "wu-fig-4": _fig4,
+    "wu-fig-5": _fig5, "wu-fig-6": _fig6, "sinks-synthetic-vs-real": _synthetic,
+}
+
+
+def chapter_campaign(chapter: str, params: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """``(experiment, profile, overrides)`` of the campaign ``chapter`` reads with ``params``.
+
+    ``params`` holds (at least) the chapter's parameters by name, e.g. its resolved parameters or a
+    notebook's ``globals()``. Raises ``KeyError`` for a chapter that trains no networks.
+    """
+    if chapter not in CHAPTER_CAMPAIGNS:
+        raise KeyError(f"chapter {chapter!r} trains no networks; chapters with a campaign: "
+                       + ", ".join(CHAPTER_CAMPAIGNS))
+    return CHAPTER_CAMPAIGNS[chapter](params)

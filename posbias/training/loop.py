@@ -1,0 +1,209 @@
+"""The training loop: an ensemble of units trained as one :class:`~posbias.model.EnsembleNet`,
+evaluated every ``eval_every`` steps, checkpointed and resumable exactly."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from .. import evaluate as ev
+from ..model import EnsembleNet
+from ..provenance import collect
+from ..task import TaskConfig, ensemble_batch, make_task
+from . import checkpoints as ck
+from .units import SINK_SEED, Unit, default_threads, device, test_sets
+
+__all__ = ["train_units", "tune_allocator"]
+
+# glibc's malloc returns every freed block above a moving threshold to the kernel, so the few-MB
+# activations of each step come back as fresh pages that fault and are zeroed again on every step.
+# A fixed 32 MiB mmap threshold, 1 GiB trim threshold and 256 MiB top pad keep them in the heap.
+# Results are unaffected (torch's CPU allocator aligns every tensor to 64 bytes either way; tested
+# bit for bit); the steps are faster (benchmarks/train_throughput.py measures by how much).
+_MALLOPT = {-3: 32 << 20, -1: 1 << 30, -2: 256 << 20}    # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, M_TOP_PAD
+_allocator_tuned = False
+
+
+def tune_allocator() -> bool:
+    """Keep training's short-lived buffers in glibc's heap (see ``_MALLOPT``); once per process.
+
+    Returns whether the allocator is tuned: False off glibc, or with ``$POSBIAS_TUNE_MALLOC=0``.
+    """
+    global _allocator_tuned
+    import ctypes
+    import os
+    import platform
+
+    if _allocator_tuned or os.environ.get("POSBIAS_TUNE_MALLOC", "1").strip() == "0":
+        return _allocator_tuned
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    mallopt = ctypes.CDLL(None).mallopt
+    _allocator_tuned = all(mallopt(ctypes.c_int(k), ctypes.c_int(v)) == 1 for k, v in _MALLOPT.items())
+    return _allocator_tuned
+
+
+class _Ensemble:
+    """The state of one ensemble in training: its network, optimizer, tasks, test sets and curves."""
+
+    def __init__(self, units: list[Unit], dev: torch.device):
+        u0, cfg = units[0], TaskConfig()
+        self.units, self.dev, self.E = units, dev, len(units)
+        self.tasks = [make_task(u.seed, cfg) for u in units]
+        self.seeds = [u.seed for u in units]
+        self.slots = [u.target_slots for u in units]
+        self.net = EnsembleNet([u.config for u in units], self.seeds, u0.depth, n_tokens=cfg.n_tokens).to(dev)
+        self.opt = torch.optim.AdamW(self.net.parameters(), lr=u0.lr, weight_decay=u0.weight_decay)
+        self.ic_sets, self.sweeps = test_sets(u0.n_test, u0.n_sweep, cfg)
+        self.curves: dict[str, list] = {"step": [], "loss": [], **{name: [] for name in self.ic_sets}}
+        self.start, self.loss_acc, self.n_acc, self.wall = 0, torch.zeros(self.E), 0, 0.0
+        self.splits: list[dict[str, Any]] = []      # the larger ensembles it was split from
+        self.sittings: list[dict[str, Any]] = []
+
+    def resume(self, st: dict[str, Any], ckpt: Path, log: ck.Log) -> None:
+        """Continue from the checkpoint ``st``: weights, optimizer, curves, accumulators, RNG states."""
+        self.net.load_state_dict(st["net"])
+        self.opt.load_state_dict(st["opt"])
+        self.start, self.curves, self.loss_acc, self.n_acc, self.wall = (
+            st["step"], st["curves"], st["loss_acc"], st["n_acc"], st["wall"])
+        if st.get("rng") is not None:
+            ck.set_rng_state(st["rng"])
+        self.splits, self.sittings = st.get("splits", []), st.get("sittings", [])
+        log(f"resumed from step {self.start}/{self.units[0].steps} ({ckpt}); "
+            f"{self.units[0].steps - self.start} steps to go")
+        if st.get("threads") not in (None, torch.get_num_threads()):
+            log(f"warning: the checkpoint was written with {st['threads']} torch threads, this run uses "
+                f"{torch.get_num_threads()}; for a result bit-identical to an uninterrupted run set "
+                f"POSBIAS_THREADS={st['threads']}")
+
+    def state(self, done: int, t0: float) -> dict[str, Any]:
+        """The checkpoint after ``done`` steps (format 2; see :mod:`.checkpoints`)."""
+        return {"format": 2, "units": [u.params() for u in self.units], "net": self.net.state_dict(),
+                "opt": self.opt.state_dict(), "step": done, "curves": self.curves, "loss_acc": self.loss_acc,
+                "n_acc": self.n_acc, "wall": time.perf_counter() - t0, "rng": ck.rng_state(),
+                "threads": torch.get_num_threads(), "device": str(self.dev), "sittings": self.sittings,
+                **({"splits": self.splits} if self.splits else {})}
+
+    def evaluate(self, step: int) -> None:
+        """Append the mean loss since the last evaluation and the six ``IC`` accuracies at ``step``."""
+        self.net.eval()
+        accs = ev.ic_accuracies(self.net, self.tasks, self.ic_sets)
+        self.net.train()
+        self.curves["step"].append(step)
+        self.curves["loss"].append((self.loss_acc / max(self.n_acc, 1)).tolist())
+        for name, a in accs.items():
+            self.curves[name].append(a.tolist())
+
+    def step(self, step: int, autocast_bf16: bool) -> None:
+        """One AdamW step on the batch ``step`` of every member; evaluates on the evaluation steps."""
+        u0 = self.units[0]
+        x, y = ensemble_batch(self.tasks, self.seeds, self.slots, step, u0.batch_size)
+        x, y = x.to(self.dev), y.to(self.dev)
+        with torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=autocast_bf16):
+            logits = self.net(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none").view(self.E, -1).mean(1)
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        self.opt.step()
+        self.loss_acc += loss.detach().cpu()
+        self.n_acc += 1
+        if (step + 1) % u0.eval_every == 0 or step + 1 == u0.steps:
+            self.evaluate(step + 1)
+            self.loss_acc, self.n_acc = torch.zeros(self.E), 0
+
+    def results(self, train_seconds: float) -> list[dict[str, Any]]:
+        """One result dict per unit: curves, final accuracies and gaps, sweep, attention maps, sinks."""
+        self.net.eval()
+        final = ev.ic_accuracies(self.net, self.tasks, self.ic_sets)
+        sweep = ev.sweep_accuracies(self.net, self.tasks, self.sweeps)
+        maps = ev.attention_maps(self.net, self.tasks, self.units[0].n_sink, SINK_SEED)  # (E, depth, n, T, T)
+        gaps = ev.gaps(dict(final.items()))
+        out = []
+        for e, u in enumerate(self.units):
+            mask = self.net.mask[e, 0].cpu()
+            out.append({
+                "params": u.params(),
+                "curves": {"step": self.curves["step"], "loss": [row[e] for row in self.curves["loss"]],
+                           **{name: [row[e] for row in self.curves[name]] for name in self.ic_sets}},
+                "ic_accuracy": {name: float(a[e]) for name, a in final.items()},
+                "gaps": {k: float(v[e]) for k, v in gaps.items()},
+                "sweep_accuracy": sweep[e].tolist(),
+                "mean_attention": maps[e].mean(1).tolist(),                  # (depth, T, T)
+                "sink_share": ev.sink_share(maps[e], mask).tolist(),         # (T,)
+                "sink_alpha": ev.sink_alpha(maps[e], mask).mean(1).tolist(),  # (depth, T)
+                "train_seconds_ensemble": train_seconds,
+                "ensemble_size": self.E,
+                **({"splits": self.splits} if self.splits else {}),
+            })
+        return out
+
+
+def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float | None = None,
+                progress: bool = True, threads: int | None = None, autocast_bf16: bool = False,
+                keep_checkpoint: bool = False, log: ck.Log = print,
+                on_step: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """Train ``units`` (all of one :meth:`Unit.shape_key`) as one ensemble; one result dict per unit.
+
+    Every ``eval_every`` steps (and at the end) the six ``IC`` accuracies are measured on the fixed
+    test sets. With ``checkpoint_dir`` the state is saved every ``checkpoint_seconds`` (default
+    :func:`~.checkpoints.checkpoint_interval`), when the last step is done, and on SIGINT/SIGTERM
+    (which then raise :class:`~.checkpoints.Interrupted`); a run finding a checkpoint of the same
+    units resumes from it, exactly. The checkpoint is deleted once the results exist unless
+    ``keep_checkpoint``. ``curves["loss"]`` holds the mean training loss over each interval (its
+    first entry, at step 0, is 0). ``autocast_bf16`` runs the forward pass under bfloat16 autocast
+    (results then differ from fp32). ``on_step(done)`` is called after every step (progress reports).
+    """
+    if len({u.shape_key() for u in units}) != 1:
+        raise ValueError("units of one ensemble must share depth and training settings")
+    interval = ck.checkpoint_interval() if checkpoint_seconds is None else float(checkpoint_seconds)
+    torch.set_num_threads(threads or default_threads())
+    tune_allocator()
+    run, steps = _Ensemble(units, device()), units[0].steps
+    ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / "state.pt"
+    if ckpt is not None:
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        for stale in ckpt.parent.glob(f".{ckpt.name}.*.tmp"):     # left by a process killed while saving
+            stale.unlink(missing_ok=True)
+        st = ck.load(ckpt, units, run.dev, log)
+        if st is not None:
+            run.resume(st, ckpt, log)
+        run.sittings = run.sittings + [{**collect(device=str(run.dev)), "from_step": run.start,
+                                        "from_wall": run.wall, "torch_threads": torch.get_num_threads()}]
+    bar = None
+    if progress:
+        from ..report import progress as _progress  # rare plain-text updates inside an executed notebook
+        bar = _progress(total=steps, initial=run.start, desc=f"depth {units[0].depth} x {run.E} members", leave=False)
+    t_last, t0, t_run, done = time.monotonic(), time.perf_counter() - run.wall, time.perf_counter(), run.start
+    with ck.deferred_signals() as got:    # a signal stops training between two steps, never inside one
+        if run.start == 0 and not run.curves["step"]:
+            run.evaluate(0)
+        for step in range(run.start, steps):
+            if got:
+                break
+            run.step(step, autocast_bf16)
+            done = step + 1
+            if bar is not None:
+                bar.update(1)
+            if on_step is not None:
+                on_step(done)
+            if ckpt is not None and (time.monotonic() - t_last > interval) and done < steps:
+                ck.save(ckpt, run.state(done, t0))
+                t_last = time.monotonic()
+        if ckpt is not None and (got or (done == steps and done > run.start)):
+            ck.save(ckpt, run.state(done, t0))    # on a signal; and at the end, so a stop in the final evaluation keeps it
+        if bar is not None:
+            bar.close()
+        if got:
+            err = ck.Interrupted(got[0], done, steps, None if ckpt is None else ckpt.parent)
+            log(str(err))
+            raise err
+    train_seconds = time.perf_counter() - t0
+    log(f"trained {steps - run.start} of {steps} steps (steps {run.start}..{steps}) in "
+        f"{time.perf_counter() - t_run:.1f} s")
+    results = run.results(train_seconds)
+    if ckpt is not None and not keep_checkpoint:
+        ckpt.unlink(missing_ok=True)
+    return results

@@ -1,0 +1,96 @@
+"""What a trained unit is: one (configuration, seed) with its training settings, the device and
+threads it trains with, and the fixed test sets every unit is measured on."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..model import MemberConfig
+from ..task import TaskConfig, TestSet, ic_test_sets, sweep_test_sets
+
+UNIT_EXPERIMENT = "wu-units"
+VERSION = 2                 # 2: fused softmax, complex RoPE, O(m^2) class draws (1 gave other roundings)
+TEST_SEED = 20250201        # the fixed test sets shared by every unit
+SINK_SEED = 10**9           # batches for attention maps; far from any training seed
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def device() -> torch.device:
+    """The device training uses: ``$POSBIAS_DEVICE`` (``cpu``, ``cuda`` or ``auto``, as ``posbias run
+    --device`` sets it), and with ``auto`` or unset CUDA when present, else the CPU."""
+    want = os.environ.get("POSBIAS_DEVICE", "auto").strip() or "auto"
+    if want not in DEVICES:
+        raise ValueError(f"POSBIAS_DEVICE={want!r}: choose one of {', '.join(DEVICES)}")
+    if want == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("POSBIAS_DEVICE=cuda, but torch sees no CUDA device; use cpu or auto")
+    if want == "auto":
+        want = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(want)
+
+
+def default_threads() -> int:
+    """Torch threads: ``$POSBIAS_THREADS`` if set, else half the cores this process may use (>= 1).
+
+    On two shared cores, oversubscribed torch threads run several times slower than one thread.
+    """
+    if os.environ.get("POSBIAS_THREADS"):
+        return max(1, int(os.environ["POSBIAS_THREADS"]))
+    return max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One (configuration, seed) and the training settings it needs: a pure function of these."""
+
+    depth: int
+    config: MemberConfig
+    target_slots: tuple[int, ...] | None
+    seed: int
+    steps: int
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 1e-6
+    eval_every: int = 1000
+    n_test: int = 10000
+    n_sweep: int = 2000
+    n_sink: int = 1000
+
+    def params(self) -> dict[str, Any]:
+        """The store key: everything the result depends on."""
+        return {"depth": self.depth, **self.config.to_dict(),
+                "target_slots": None if self.target_slots is None else list(self.target_slots),
+                "seed": self.seed, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
+                "weight_decay": self.weight_decay, "eval_every": self.eval_every, "n_test": self.n_test,
+                "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": TEST_SEED}
+
+    def shape_key(self) -> tuple:
+        """Units with equal keys can share one ensemble."""
+        return (self.depth, self.steps, self.batch_size, self.lr, self.weight_decay, self.eval_every,
+                self.n_test, self.n_sweep, self.n_sink, self.config.rope_base)
+
+    def group_key(self) -> tuple:
+        """How campaigns group units into ensembles: by :meth:`shape_key` and PE, so that RoPE and
+        the sinusoidal PE act on whole ensembles (a mixed one pays a gather and a scatter; measured in
+        ``benchmarks/train_throughput.py``). Grouping never changes a unit's result."""
+        return (*self.shape_key(), self.config.pe)
+
+
+_TEST_CACHE: dict[tuple, Any] = {}
+
+
+def test_sets(n_test: int, n_sweep: int, cfg: TaskConfig) -> tuple[dict[str, TestSet], list[TestSet]]:
+    """The six ``IC`` test sets of ``n_test`` sequences and the position sweep of ``n_sweep`` per
+    slot, drawn from :data:`TEST_SEED`: the same for every unit (memoised per process)."""
+    key = (n_test, n_sweep, cfg)
+    if key not in _TEST_CACHE:
+        _TEST_CACHE[key] = (ic_test_sets(n_test, TEST_SEED, cfg), sweep_test_sets(n_sweep, TEST_SEED + 1, cfg))
+    return _TEST_CACHE[key]
+
+
+def unit_key(unit: Unit | dict[str, Any]) -> str:
+    """A unit's identity as a string (its params as sorted JSON), given the unit or its params."""
+    return json.dumps(unit.params() if isinstance(unit, Unit) else unit, sort_keys=True)

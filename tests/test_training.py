@@ -1,0 +1,533 @@
+"""posbias.training: campaigns expand to the stated units, training resumes and is deterministic."""
+import ast
+import io
+import json
+import os
+import random
+import signal
+import threading
+
+import jupytext
+import numpy as np
+import pytest
+import torch
+
+from posbias import train
+from posbias.training import campaigns, engine, loop, planning
+from posbias.training import checkpoints as ck
+from posbias.model import MemberConfig
+
+
+def _unit(seed=0, steps=6, mask="causal", pe="none", **kw):
+    return train.Unit(2, MemberConfig(mask, pe, **kw), None, seed, steps, batch_size=8,
+                      eval_every=3, n_test=16, n_sweep=8, n_sink=8)
+
+
+def _sigterm_in_step(monkeypatch, n: int = 3) -> None:
+    """Make SIGTERM arrive in the middle of the ``n``-th training step from now, while its batch is drawn."""
+    orig, calls = loop.ensemble_batch, {"n": 0}
+
+    def signalling(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == n:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(loop, "ensemble_batch", signalling)
+
+
+def test_campaign_units_cover_the_figures():
+    kw = dict(steps=10, seeds=[0, 1], eval_every=5, n_test=8, n_sweep=8, n_sink=8)
+    f2 = train.campaign_units("wu-fig-2", **kw)
+    assert len(f2) == 9 and all(len(v) == 2 for v in f2.values())
+    assert {u.depth for us in f2.values() for u in us} == {2, 4, 6}
+    f3 = train.campaign_units("wu-fig-3", **kw)
+    assert all(u.target_slots == (0, 7) and u.config.residual for us in f3.values() for u in us)
+    f4 = train.campaign_units("wu-fig-4", **kw)
+    assert {u.target_slots for us in f4.values() for u in us} == {(0,), (4,), (7,)}
+    f6 = train.campaign_units("wu-fig-6", **kw, windows=[4], prefixes=[2, 4])
+    assert set(f6) == {"causal", "window|4", "prefix|2", "prefix|4"}
+    # the fig-5 unit is the fig-2 depth-2 No PE unit: trained once, shared
+    assert train.campaign_units("wu-fig-5", **kw)["causal|none"][0] == f2["No PE|2"][0]
+
+
+def _crash_at_step(monkeypatch, step: int, exc: BaseException) -> None:
+    """Make drawing the batch of training step ``step`` raise ``exc``: a run dying mid-way, after
+    the checkpoints of the steps before (undo with ``monkeypatch.undo()``)."""
+    orig = loop.ensemble_batch
+
+    def crashing(*args, **kw):
+        if args[3] == step:
+            raise exc
+        return orig(*args, **kw)
+
+    monkeypatch.setattr(loop, "ensemble_batch", crashing)
+
+
+def test_training_is_deterministic_and_resumes(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    u = _unit()
+    ref = train.train_units([u], progress=False)[0]
+    again = train.train_units([u], progress=False)[0]
+    assert ref["curves"] == again["curves"] and ref["ic_accuracy"] == again["ic_accuracy"]
+    # a Ctrl-C in step 4 with a checkpoint after every step; the next run resumes from step 4
+    _crash_at_step(monkeypatch, 4, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False)
+    monkeypatch.undo()
+    assert (tmp_path / "state.pt").exists()
+    lines = []
+    resumed = train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False,
+                                log=lines.append)[0]
+    assert any("resumed from step 4/" in s for s in lines)
+    assert resumed["curves"] == ref["curves"] and resumed["ic_accuracy"] == ref["ic_accuracy"]
+    assert not (tmp_path / "state.pt").exists()
+
+
+def _without_wall_time(r):
+    return {k: v for k, v in r.items() if k != "train_seconds_ensemble"}
+
+
+def test_sigterm_stops_between_steps_checkpoints_and_resumes_exactly(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    u = _unit(steps=8)
+
+    def seed_all():
+        torch.manual_seed(123), np.random.seed(5), random.seed(7)
+
+    seed_all()
+    ref = train.train_units([u], progress=False, log=lambda s: None)[0]
+    ref_rng = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+
+    lines = []
+    seed_all()
+    previous = signal.getsignal(signal.SIGTERM)
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted) as stop:
+        _sigterm_in_step(m)
+        train.train_units([u], checkpoint_dir=tmp_path, checkpoint_seconds=1e9, progress=False, log=lines.append)
+    assert signal.getsignal(signal.SIGTERM) is previous          # the handler is restored
+    assert stop.value.signum == signal.SIGTERM and stop.value.step == 3   # the third step was finished
+    assert torch.load(tmp_path / "state.pt", weights_only=False)["step"] == 3
+    assert lines[-1].startswith("SIGTERM at step 3/8: checkpoint saved")
+    assert not list(tmp_path.glob("*.tmp"))
+
+    torch.manual_seed(999), np.random.seed(0), random.seed(0)      # the resumed process starts elsewhere
+    lines.clear()
+    resumed = train.train_units([u], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]
+    assert lines[0].startswith("resumed from step 3/8") and "trained 5 of 8 steps" in lines[-1]
+    assert _without_wall_time(resumed) == _without_wall_time(ref)  # bit-identical, curves included
+    assert torch.equal(torch.get_rng_state(), ref_rng[0])         # global RNGs continue as if never stopped
+    assert (np.random.get_state()[1] == ref_rng[1]).all() and random.getstate() == ref_rng[2]
+    assert not (tmp_path / "state.pt").exists()
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "state.pt"
+    ck.save(path, {"step": 1})
+
+    def half_written(obj, f):
+        f.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", half_written)
+    with pytest.raises(OSError):
+        ck.save(path, {"step": 2})
+    monkeypatch.undo()
+    assert torch.load(path, weights_only=False) == {"step": 1} and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_checkpoint_of_other_units_or_damaged_is_not_used(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    a, b = _unit(0, steps=4), _unit(1, steps=4)
+    lines = []
+    _crash_at_step(monkeypatch, 3, RuntimeError("crash"))
+    with pytest.raises(RuntimeError):
+        train.train_units([a], checkpoint_dir=tmp_path, checkpoint_seconds=0.0, progress=False, log=lines.append)
+    monkeypatch.undo()
+    assert (tmp_path / "state.pt").exists()
+    ref_b = train.train_units([b], progress=False, log=lines.append)[0]
+    got_b = train.train_units([b], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]
+    assert any("belongs to other units" in s for s in lines)
+    assert _without_wall_time(got_b) == _without_wall_time(ref_b)
+    (tmp_path / "state.pt").write_bytes(b"not a checkpoint")
+    assert train.train_units([a], checkpoint_dir=tmp_path, progress=False, log=lines.append)[0]["curves"]
+    assert any("unreadable" in s for s in lines)
+
+
+def test_checkpoint_interval_from_the_environment(monkeypatch):
+    monkeypatch.delenv("POSBIAS_CHECKPOINT_SECONDS", raising=False)
+    assert train.checkpoint_interval() == 60.0
+    monkeypatch.setenv("POSBIAS_CHECKPOINT_SECONDS", "2.5")
+    assert train.checkpoint_interval() == 2.5
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("POSBIAS_CHECKPOINT_SECONDS", bad)
+        with pytest.raises(ValueError, match="POSBIAS_CHECKPOINT_SECONDS"):
+            train.checkpoint_interval()
+
+
+def test_ensemble_result_equals_alone():
+    # a mixed ensemble (mask, PE, residual, seed differ) stores, for each member, exactly the result of
+    # training that member alone: every field but the ensemble's own size and wall time
+    torch.set_num_threads(1)
+    units = [_unit(0), _unit(1, pe="rope", residual=True), _unit(2, mask="decay")]
+    together = train.train_units(units, progress=False)
+    own = {"train_seconds_ensemble", "ensemble_size"}
+    for u, got in zip(units, together):
+        alone = train.train_units([u], progress=False)[0]
+        assert set(got) == set(alone) and {"curves", "ic_accuracy", "sweep_accuracy", "mean_attention"} <= set(got)
+        assert {k: v for k, v in got.items() if k not in own} == {k: v for k, v in alone.items() if k not in own}
+
+
+def test_run_campaign_smoke_uses_the_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=4, seeds=[0], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
+    r = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
+    assert list(r) == ["causal|none"] and len(r["causal|none"]) == 1
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
+    assert rec["provenance"]["wall_seconds"] == round(rec["result"]["train_seconds_ensemble"], 3) > 0
+    calls = []
+    monkeypatch.setattr(engine, "train_units", lambda *a, **k: calls.append(1))
+    r2 = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
+    assert calls == [] and r2 == r
+
+
+class _Recorder:
+    """Stands in for ``posbias.train`` in a notebook's campaign call and records what it asks for."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run_campaign(self, experiment, profile="default", **kw):
+        kw = {k: v for k, v in kw.items() if k not in ("progress", "log", "max_members")}
+        self.calls.append((experiment, profile, kw))
+
+    def run_chapter_campaign(self, chapter, params, **kw):
+        experiment, profile, overrides = train.chapter_campaign(chapter, params)
+        self.run_campaign(experiment, profile, **overrides, **kw)
+
+
+def _campaign_calls(chapter, params):
+    """Every ``train.run_campaign(...)``/``train.run_chapter_campaign(...)`` of the chapter, evaluated on ``params``."""
+    nb = jupytext.read(get_chapter(chapter).path)
+    rec = _Recorder()
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "train.run_" not in cell.source:
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "train"
+                    and node.func.attr in ("run_campaign", "run_chapter_campaign")):
+                eval(compile(ast.Expression(node), chapter, "eval"), {**params, "train": rec})
+    return rec.calls
+
+
+def _units_of(experiment, profile, overrides):
+    return train.campaign_units(experiment, **{**train.PROFILES[profile], **overrides})
+
+
+from posbias.chapters import PROFILES as CHAPTER_PROFILES, chapter_ids, get_chapter  # noqa: E402
+
+
+@pytest.mark.parametrize("chapter", chapter_ids())
+def test_chapter_campaigns_match_the_notebooks(chapter):
+    """``posbias campaign`` trains what the notebook reads: the registry and the notebook's call agree."""
+    for profile in CHAPTER_PROFILES:
+        params = get_chapter(chapter).resolve(profile)
+        calls = _campaign_calls(chapter, params)
+        if chapter not in train.CHAPTER_CAMPAIGNS:
+            assert calls == [], f"{chapter} trains networks: add it to train.CHAPTER_CAMPAIGNS"
+            continue
+        assert len(calls) == 1, calls
+        assert _units_of(*calls[0]) == _units_of(*train.chapter_campaign(chapter, params)), (chapter, profile)
+
+
+def test_a_part_another_process_trains_is_waited_for_in_process_and_refused_in_a_task(tmp_path, monkeypatch):
+    """One process (a chapter's run) waits for a part whose lock another process holds, then trains
+    what is still missing; a task (a Dask worker's) is refused with PartBusy instead, naming the lock.
+    Here the 'other process' is this test holding the lock."""
+    import fcntl
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    units = [u for us in train.campaign_units("wu-fig-2", **kw).values() for u in us]
+    first = [u for u in units if u.config.pe == "none"]            # the first ensemble: No PE and decay
+    assert len(first) == 2 and len(units) == 3
+    lock = ck.lock_of(first)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    held = open(lock, "a+")
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+    with pytest.raises(train.PartBusy, match=str(lock)):
+        train.train_part(first, threads=1, log=lambda s: None)
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        if line.startswith("waiting for another process"):
+            fcntl.flock(held.fileno(), fcntl.LOCK_UN)      # the other process is done
+
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(train.run_campaign("wu-fig-2", "smoke", progress=False,
+                                                                       log=log, **kw)))
+    t.start()
+    t.join(120)
+    held.close()
+    assert not t.is_alive()
+    trained = [ln for ln in lines if ln.startswith("training") or ln.startswith("waiting")]
+    assert trained[0].startswith("waiting") and "(none PE)" in trained[1] and "(rope PE)" in trained[2], trained
+    assert sorted(out) == ["No PE|2", "RoPE|2", "decay|2"]
+
+
+def test_stored_campaign_reads_without_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=2, seeds=[0, 1], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
+    monkeypatch.setattr(engine, "train_units", lambda *a, **k: pytest.fail("must not train"))
+    assert train.stored_campaign("wu-fig-5", "smoke", **kw) == {"causal|none": [None, None]}
+    monkeypatch.undo()
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    one = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **{**kw, "seeds": [1]})
+    got = train.stored_campaign("wu-fig-5", "smoke", **kw)["causal|none"]
+    assert got[0] is None and got[1] == one["causal|none"][0]
+
+
+def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    status = lambda: train.campaign_status("wu-fig-2", "smoke", **kw)  # noqa: E731
+    st = status()
+    assert (st["units"], st["stored"]) == (6, 0) and list(tmp_path.iterdir()) == []      # nothing created
+    assert sorted((r["pe"], r["members"], r["step"]) for r in st["ensembles"]) == [("none", 4, None), ("rope", 2, None)]
+    # an ensemble stopped by SIGTERM during its third step: the checkpoint says how far it got
+    rope_units = train.campaign_units("wu-fig-2", **{**train.PROFILES["smoke"], **kw})["RoPE|2"]
+    (part,) = planning.ensembles(rope_units, 64)
+    with monkeypatch.context() as m:
+        _sigterm_in_step(m)
+        with pytest.raises(train.Interrupted):
+            train.train_units(part, checkpoint_dir=ck.checkpoint_of(part), progress=False, log=lambda s: None)
+    rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
+    assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and rope["age"] >= 0
+    assert rope["sitting_pace"] == pytest.approx(rope["wall"] / 3)      # one sitting, from step 0
+    assert "depth 2, causal mask, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
+    train.run_campaign("wu-fig-2", "smoke", progress=False, log=lambda s: None, **kw)
+    assert status() == {"units": 6, "stored": 6, "ensembles": []}
+
+
+def _own_data(tmp_path, monkeypatch):
+    """An empty data/ (and manifest) for the store, one torch thread, results kept out of data/."""
+    from posbias import store
+
+    torch.set_num_threads(1)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")
+    monkeypatch.setattr(store, "DATA", data)
+    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    monkeypatch.setenv("POSBIAS_THREADS", "1")
+    return data
+
+
+def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monkeypatch):
+    """park_campaign commits the checkpoint of a stopped ensemble to data/checkpoints; a run with an
+    empty cache (another machine) continues from it and ends bit-identical to an uninterrupted run;
+    parking needs no lock, so it runs beside a training process;
+    once the units are stored the committed checkpoint is removed; a tampered one is not used."""
+    from posbias import checkdata, store
+
+    data = _own_data(tmp_path, monkeypatch)
+    monkeypatch.setattr(store, "PART_BYTES", 2**15)     # so that this small checkpoint is committed in several parts
+    kw = dict(steps=5, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
+    units = train.campaign_units("wu-fig-6", **kw, windows=[4], prefixes=[2])
+    flat = campaigns.distinct(units)
+    ref = train.train_units(flat, progress=False, log=lambda s: None)      # uninterrupted, no checkpoint
+    quiet = lambda s: None  # noqa: E731
+    run = lambda **k: train.run_campaign("wu-fig-6", "smoke", progress=False, **kw, windows=[4], prefixes=[2], **k)  # noqa: E731
+    park = lambda: train.park_campaign("wu-fig-6", "smoke", log=quiet, **kw, windows=[4], prefixes=[2])  # noqa: E731
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-1"))
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):
+        _sigterm_in_step(m)
+        run(log=quiet)
+    # parking reads the last saved checkpoint without the ensemble's lock, so it runs while a
+    # training process holds that lock (here: this test, in place of one) and need not stop it
+    got_park: list = []
+    with ck.guard(ck.lock_of(flat)):
+        worker = threading.Thread(target=lambda: got_park.append(park()), daemon=True)
+        worker.start()
+        worker.join(timeout=120)
+    assert got_park == [{"parked": 1, "kept": 0, "removed": 0}]
+    (parked,) = store.parked_checkpoints()
+    assert parked == ck.parked_of(flat) and parked.parent == data / "checkpoints" / "wu-units"
+    parts = store.parked_parts(parked)
+    assert parts == store.parked_files() and len(parts) > 1 and not parked.exists()
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert manifest == {str(p.relative_to(data)): store.sha256_file(p) for p in parts}
+    st = torch.load(io.BytesIO(store.parked_checkpoint(parked)), weights_only=False)
+    assert st["step"] == 3 and st["parked"]["step"] == 3 and st["parked"]["seeds"] == [0, 1] * 3
+    assert [s["from_step"] for s in st["sittings"]] == [0] and "git" in st["sittings"][0]
+    assert st["sittings"][0]["from_wall"] == 0.0
+    assert park() == {"parked": 0, "kept": 1, "removed": 0}                 # nothing new to commit
+    assert store.verify_data(log=quiet) == []
+    row = next(r for r in checkdata.run_checks(sample=0, log=quiet) if r.file.endswith(".pt"))
+    assert (row.recomputed, row.verdict) == ("checkpoint", "ok")
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-2"))       # a fresh clone: empty cache
+    status = train.campaign_status("wu-fig-6", "smoke", **kw, windows=[4], prefixes=[2])
+    assert [(r["step"], r["committed"]) for r in status["ensembles"]] == [(3, True)]
+    assert "from the committed checkpoint" in train.format_status(status)
+    lines = []
+    got = run(log=lines.append)
+    assert any(s.startswith("continuing from the committed checkpoint data/checkpoints/wu-units/") for s in lines)
+    assert any("trained 2 of 5 steps" in s for s in lines), lines
+    by_unit = {json.dumps(u.params()): r for u, r in zip(flat, ref)}
+    for us, rs in zip(units.values(), got.values()):
+        for u, r in zip(us, rs):
+            assert _without_wall_time(r) == json.loads(json.dumps(_without_wall_time(by_unit[json.dumps(u.params())])))
+    for u in flat:      # each unit's provenance lists both sittings, on machine 1 from step 0, here from step 3
+        rec = json.loads((tmp_path / "machine-2" / store.result_name("wu-units", u.params(), train.VERSION)).read_text())
+        assert [s["from_step"] for s in rec["provenance"]["sittings"]] == [0, 3]
+        first, second = rec["provenance"]["sittings"]
+        assert first["from_wall"] == 0.0 < second["from_wall"] <= rec["result"]["train_seconds_ensemble"]
+        assert all(s["cpu"] == rec["provenance"]["cpu"] for s in rec["provenance"]["sittings"])
+    assert park() == {"parked": 0, "kept": 0, "removed": 1}
+    assert store.parked_files() == [] and json.loads((data / "manifest.json").read_text()) == {}
+
+    # a committed checkpoint whose bytes differ from the manifest is refused: training starts at step 0
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-3"))
+    other = dict(kw, seeds=[2])
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):
+        _sigterm_in_step(m)
+        train.run_campaign("wu-fig-5", "smoke", progress=False, log=quiet, **other)
+    assert train.park_campaign("wu-fig-5", "smoke", log=quiet, **other)["parked"] == 1
+    part = store.parked_files()[-1]
+    part.write_bytes(part.read_bytes() + b"\0")
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-4"))
+    lines.clear()
+    with pytest.warns(UserWarning, match="SHA-256 differs from the manifest"):
+        train.run_campaign("wu-fig-5", "smoke", progress=False, log=lines.append, **other)
+    assert any("trained 5 of 5 steps" in s for s in lines), lines
+
+
+def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeypatch):
+    """A campaign stopped half way and started again with a smaller max_members splits the started
+    ensemble: each part resumes from the larger checkpoint cut along the ensemble axis and ends
+    bit-identical to the uninterrupted ensemble. The split stays for later commands at the default
+    max_members; parking commits the parts and removes the larger committed checkpoint once no unit
+    needs it; training_time counts the time before the split once; a larger ensemble that another
+    process is training is not cut."""
+    from posbias import store
+
+    _own_data(tmp_path, monkeypatch)
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    quiet = lambda s: None  # noqa: E731
+    kw = dict(steps=8, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    none = [u for u in campaigns.distinct(train.campaign_units("wu-fig-2", **kw)) if u.config.pe == "none"]
+    assert [(u.config.mask, u.seed) for u in none] == [("causal", 0), ("causal", 1), ("decay", 0), ("decay", 1)]
+    ref = dict(zip(none, train.train_units(none, progress=False, log=quiet)))     # one ensemble, uninterrupted
+    run = lambda **k: train.run_campaign("wu-fig-2", "smoke", progress=False, **kw, **k)  # noqa: E731
+    park = lambda **k: train.park_campaign("wu-fig-2", "smoke", log=quiet, **kw, **k)  # noqa: E731
+    status = lambda **k: [(r["members"], r["step"], r["split_from"])  # noqa: E731
+                          for r in train.campaign_status("wu-fig-2", "smoke", **kw, **k)["ensembles"]]
+
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # the 4-unit ensemble stops at step 3
+        _sigterm_in_step(m)
+        run(log=quiet)
+    assert park() == {"parked": 1, "kept": 0, "removed": 0}
+    assert status() == [(4, 3, None), (2, None, None)]
+    assert status(max_members=2) == [(2, 3, 4), (2, 3, 4), (2, None, None)]     # to be cut from the 4-unit one
+    with pytest.raises(ValueError, match="at least 1"):
+        status(max_members=0)
+    with ck.guard(ck.lock_of(none)), pytest.raises(RuntimeError, match="stop that process first"):
+        run(log=quiet, max_members=2)           # as if another process were training the 4-unit ensemble
+    lines: list[str] = []
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # the No PE part stops at step 4
+        _sigterm_in_step(m, n=1)
+        run(log=lines.append, max_members=2)
+    assert any(s.startswith("continuing from step 3 of the checkpoint of a larger ensemble (4 units") for s in lines)
+    # the split stays, whatever max_members: No PE on its own checkpoint, decay still to be cut
+    assert status() == [(2, 4, None), (2, 3, 4), (2, None, None)]
+    assert "it will be split from" in train.format_status(train.campaign_status("wu-fig-2", "smoke", **kw))
+    assert park() == {"parked": 1, "kept": 0, "removed": 0}      # the 4-unit one stays: decay needs it
+    assert len(store.parked_checkpoints()) == 2
+    with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # No PE finishes; decay is cut, stops at 4
+        _sigterm_in_step(m, n=5)
+        run(log=quiet)
+    assert status() == [(2, 4, None), (2, None, None)]
+    assert park() == {"parked": 1, "kept": 0, "removed": 2}      # decay's parked; No PE stored; the 4-unit one unneeded
+    assert store.parked_checkpoints() == [ck.parked_of(none[2:])] and store.verify_data(log=quiet) == []
+    got = run(log=quiet)
+    assert not list((tmp_path / "cache" / "wu-units").glob("*.ckpt/state.pt"))    # every checkpoint removed
+    results = [got[f"{name}|2"][i] for name in ("No PE", "decay") for i in (0, 1)]
+    drop = ("train_seconds_ensemble", "ensemble_size", "splits")
+    for u, r in zip(none, results):
+        assert {k: v for k, v in r.items() if k not in drop} == \
+            json.loads(json.dumps({k: v for k, v in ref[u].items() if k not in drop}))
+        assert r["ensemble_size"] == 2 and [(s["members"], s["step"]) for s in r["splits"]] == [(4, 3)]
+        rec = json.loads((tmp_path / "cache" / store.result_name("wu-units", u.params(), train.VERSION)).read_text())
+        assert [s["from_step"] for s in rec["provenance"]["sittings"]] == [0, 3, 4]    # each part stopped once at 4
+    (w,) = {r["splits"][0]["wall"] for r in results}
+    t_nope, t_decay = results[0]["train_seconds_ensemble"], results[2]["train_seconds_ensemble"]
+    assert 0 < w < min(t_nope, t_decay)
+    assert train.training_time(results) == {"seconds": pytest.approx(t_nope + t_decay - w), "ensembles": 3}
+
+
+_ALLOCATOR_CHILD = """
+import json, sys, torch
+from posbias import train
+from posbias.training import campaigns, engine, loop, planning
+from posbias.training import checkpoints as ck
+from posbias.model import MemberConfig
+torch.set_num_threads(1)
+u = train.Unit(2, MemberConfig("causal", "none"), None, 0, 4, batch_size=128, eval_every=2, n_test=64, n_sweep=8, n_sink=16)
+r = train.train_units([u], progress=False, log=lambda s: None)[0]
+r.pop("train_seconds_ensemble")
+json.dump({"tuned": train.tune_allocator(), "result": r}, sys.stdout)
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_allocator_tuning_leaves_results_bit_identical():
+    """tune_allocator changes where glibc keeps freed buffers, never what is computed: a unit trained
+    with the full batch of 128 (activations of MBs, above glibc's default mmap threshold) in a
+    process with the tuning and in one without gives the identical result, losses to the last bit."""
+    import subprocess
+    import sys
+
+    out = {}
+    for flag in ("0", "1"):
+        env = {**os.environ, "POSBIAS_TUNE_MALLOC": flag, "POSBIAS_THREADS": "1"}
+        run = subprocess.run([sys.executable, "-c", _ALLOCATOR_CHILD], env=env, capture_output=True, text=True,
+                             check=True)
+        out[flag] = json.loads(run.stdout)
+    assert out["0"]["tuned"] is False and out["1"]["tuned"] is True
+    assert out["0"]["result"]["curves"]["loss"][-1] > 0
+    assert out["0"]["result"] == out["1"]["result"]
+
+
+def test_format_status_projects_at_the_latest_sittings_pace():
+    row = dict(depth=6, pe="none", members=10, steps=100_000, step=20_000, wall=4_000.0, age=5.0, committed=False)
+    text = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": 0.36}]})
+    assert "200 ms/step over all sittings, 360 ms/step in the latest, about 8.0 h to go at the latest pace" in text
+    older = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": None}]})
+    assert "200 ms/step over all sittings, about 4.4 h to go at that pace" in older
+    named = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": None, "masks": "causal/decay"}]})
+    assert named.splitlines()[1].startswith("  depth 6, causal/decay mask, none PE, 10 units: step 20000/100000")
+
+
+@pytest.mark.parametrize("chapter", [c for c in train.CHAPTER_CAMPAIGNS if c != "sinks-synthetic-vs-real"])
+@pytest.mark.parametrize("profile", ["default", "smoke", "paper"])
+def test_profiles_repeat_the_chapters_front_matter(chapter, profile):
+    """A chapter's front matter is the one source of its training settings: train.PROFILES, which
+    the scoreboard and the benchmarks use, must say the same for every trained chapter and profile
+    (except the default profile's steps, which a chapter's short run may choose)."""
+    from posbias.chapters import get_chapter
+
+    params = get_chapter(chapter).resolve(profile)
+    experiment, _, overrides = train.chapter_campaign(chapter, params)
+    free = ("steps",) if profile == "default" else ()    # a chapter's short run may train less (the residual study)
+    for name, value in train.PROFILES[profile].items():
+        if name not in free:
+            assert overrides[name] == value, (chapter, profile, name, overrides[name], value)
