@@ -2,8 +2,8 @@
 
 Every file of ``data/`` is checked against ``data/manifest.json`` and its embedded result hash
 (:func:`posbias.store.verify_data`), and its parameters must hash to its file name. Then, per
-experiment with a registered recomputation (:data:`posbias.store.RECOMPUTE`, filled by
-``@store.recomputable`` in the module that owns the compute), the ``sample`` cheapest records by
+experiment with a registered recomputation (:data:`posbias.recompute.RECOMPUTE`, filled by
+``@recomputable`` in the module that owns the compute), the ``sample`` cheapest records by
 estimated cost (the stored wall time; ties by file name, so the choice is deterministic) are
 recomputed with the committed code, cheapest first, while the estimated total stays within
 ``budget_seconds`` (``recompute_all`` lifts both limits). A recomputation runs with the torch thread
@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from . import store
+from . import parking, store
+from .recompute import RECOMPUTE, Recompute, recomputable
 from .provenance import cpu_info
 
 __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record"]
 
-# modules that register recomputations with @store.recomputable (importing them registers)
+# modules that register recomputations with @recompute.recomputable (importing them registers)
 _MODULES = ("posbias.lnsim", "posbias.llm")
 
 #: Experiments in data/ without a registered recomputation, and why. (sinks-streaming and
@@ -74,7 +75,7 @@ def _wu_cost(record: dict[str, Any]) -> float:
     return float(res.get("train_seconds_ensemble", 0.0)) / max(1, res.get("ensemble_size", 1))
 
 
-store.recomputable(
+recomputable(
     "wu-units", atol=1e-6, ignore=("train_seconds_ensemble", "ensemble_size", "splits"), cost=_wu_cost,
     tolerance_note=("bit-identical at the stored thread count (1); on 2 threads the float32 attention maps "
                     "differ by <= 3e-8 (reduction order), so 1e-6 absolute"),
@@ -183,7 +184,7 @@ def _cpu_name(cpu: dict[str, Any]) -> str:
             f"torch {cpu.get('torch_capability')}")
 
 
-def _tolerance(spec: store.Recompute) -> str:
+def _tolerance(spec: Recompute) -> str:
     if spec.atol == 0 and spec.rtol == 0:
         return "exact"
     parts = ([f"abs {spec.atol:g}"] if spec.atol else []) + ([f"rel {spec.rtol:g}"] if spec.rtol else [])
@@ -217,7 +218,7 @@ def _threads(n: int | None) -> Iterator[None]:
             os.environ["POSBIAS_THREADS"] = env
 
 
-def _recompute(row: Row, rec: dict[str, Any], spec: store.Recompute) -> None:
+def _recompute(row: Row, rec: dict[str, Any], spec: Recompute) -> None:
     recorded = rec.get("provenance", {}).get("cpu")
     if recorded != cpu_info():
         spec = spec.across_cpus()
@@ -256,7 +257,7 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         name, _, why = p.partition(": ")
         bad_hash[name] = why
     names = sorted({str(p.relative_to(data)) for p in data.rglob("*.json") if p.name != "manifest.json"}
-                   | {str(p.relative_to(data)) for p in store.parked_files()} | set(bad_hash))
+                   | {str(p.relative_to(data)) for p in parking.parked_files()} | set(bad_hash))
     records: dict[str, dict[str, Any]] = {}
     for name in names:
         exp = name.split("/", 1)[0]
@@ -275,7 +276,7 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         if expected != name:
             row.verdict, row.hash_ok = f"FAIL: its experiment, params and version hash to {expected}, not to its file name", False
             continue
-        spec = store.RECOMPUTE.get(exp)
+        spec = RECOMPUTE.get(exp)
         if spec is None:
             row.recomputed = "unregistered"
             continue
@@ -309,7 +310,7 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
             r.notes.append(f"estimated {est:.0f} s; {max(0.0, budget_seconds - spent):.0f} s of the budget left")
     for i, r in enumerate(chosen, 1):
         log(f"[{i}/{len(chosen)}] recomputing {r.file} (estimated {r.estimate:.1f} s) ...")
-        _recompute(r, records[r.file], store.RECOMPUTE[r.experiment])
+        _recompute(r, records[r.file], RECOMPUTE[r.experiment])
     return rows
 
 
@@ -347,8 +348,8 @@ def check_data(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         for n in r.notes:
             print(f"note: {r.file}: {n}")
     for exp in sorted({r.experiment for r in rows if r.recomputed == "unregistered"}):
-        print(f"note: {exp}: not recomputable: {NOT_RECOMPUTABLE.get(exp, 'no @store.recomputable registration')}")
-    for exp, spec in sorted(store.RECOMPUTE.items()):
+        print(f"note: {exp}: not recomputable: {NOT_RECOMPUTABLE.get(exp, 'no @recomputable registration')}")
+    for exp, spec in sorted(RECOMPUTE.items()):
         if spec.tolerance_note and any(r.experiment == exp and r.recomputed == "yes" and r.tolerance == _tolerance(spec)
                                        for r in rows):      # rows from another CPU explain their tolerance in a note
             print(f"tolerance: {exp}: {_tolerance(spec)} ({spec.tolerance_note})")

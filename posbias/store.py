@@ -3,49 +3,49 @@
 A result is keyed by ``(experiment, canonical JSON of its parameters, code version)``. Lookup order:
 
 1. ``data/<experiment>/<key>.json``: committed results, listed with their SHA-256 in
-   ``data/manifest.json``. Read only when both the manifest hash and the embedded result hash match.
+   ``data/manifest.json``. Every read is verified at the point of reading: a committed file that is
+   missing, not listed, or whose SHA-256 (or embedded result hash) differs is a :class:`DataError`
+   naming the file and the fix, never "not stored". A chapter that reads it stops.
 2. ``$POSBIAS_CACHE`` (default ``~/.cache/posbias``)``/<experiment>/<key>.json``: the user cache.
-3. Otherwise the result is computed (under a lock, so two processes never compute or write the same
-   key at once) and written atomically to the user cache; with ``POSBIAS_WRITE_DATA=1``
+   Each entry has its SHA-256 beside it (``<key>.sha256``); an entry that does not match it (or,
+   written before these hashes, whose embedded result hash does not match) is recomputed, with a warning.
+3. Otherwise the result is computed (under a lock per key, so two processes never compute or write
+   the same key at once) and written atomically to the user cache; with ``POSBIAS_WRITE_DATA=1``
    (``posbias run --write-data``) it goes to ``data/`` and the manifest instead. With that switch
    a result already in the user cache is *promoted*: copied to ``data/`` as it is (its provenance
    still names the commit, machine and wall time that computed it) and listed in the manifest.
 
-A file whose hash does not match is never read: it is reported and recomputed.
-
-Checkpoints of unfinished work live in the user cache (:func:`checkpoint_dir`). So that a campaign
-longer than one sitting can continue on another machine, a checkpoint can be *parked* in
-``data/checkpoints/<experiment>/`` (:func:`park`) as parts of at most 4 MiB (``<key>.001-of-003.pt``, ...),
-each listed in the manifest like a result; :func:`parked_checkpoint` joins them back only when every
-part is there and every hash matches.
+A file is hashed once per process (memoised by path, size and modification time), so verifying every
+read costs one pass over each file. Checkpoints of unfinished work live in the user cache
+(:func:`checkpoint_dir`); those committed to ``data/checkpoints`` are :mod:`posbias.parking`'s, and
+the recomputations ``posbias check-data`` runs are registered in :mod:`posbias.recompute`.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
-import io
+import importlib
 import json
 import math
 import os
-import re
-import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sha256_file
 
-__all__ = ["DATA", "MANIFEST", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write_text",
-           "to_jsonable", "load_manifest", "verify_data", "locked", "RECOMPUTE", "Recompute",
-           "recomputable", "lookup", "result_name", "is_stored", "parked_path", "parked_checkpoint", "park",
-           "unpark", "parked_files", "parked_parts", "parked_checkpoints", "PART_BYTES"]
+__all__ = ["DATA", "MANIFEST", "DataError", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write",
+           "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest", "verify_data", "locked",
+           "lookup", "result_name", "is_stored", "file_hash"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
+
+
+class DataError(RuntimeError):
+    """A file of ``data/`` that the manifest does not vouch for (missing, not listed, or altered)."""
 
 
 def cache_dir() -> Path:
@@ -144,31 +144,100 @@ def is_stored(experiment: str, params: dict[str, Any], *, version: int | str = 1
     return (DATA / name).exists() or (cache_dir() / name).exists()
 
 
+_HASHES: dict[tuple[str, int, int], str] = {}
+_MANIFESTS: dict[tuple[str, int, int], dict[str, str]] = {}
+
+
+def _stat_key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return str(path), st.st_size, st.st_mtime_ns
+
+
+def file_hash(path: Path) -> str:
+    """The SHA-256 of ``path``, computed once per process for each (path, size, modification time)."""
+    k = _stat_key(Path(path))
+    if k not in _HASHES:
+        _HASHES[k] = sha256_file(Path(path))
+    return _HASHES[k]
+
+
 def load_manifest() -> dict[str, str]:
-    if MANIFEST.exists():
-        return json.loads(MANIFEST.read_text())
-    return {}
+    """``data/manifest.json``: name relative to ``data/`` -> SHA-256 (read once per version of the file)."""
+    if not MANIFEST.exists():
+        return {}
+    k = _stat_key(MANIFEST)
+    if k not in _MANIFESTS:
+        _MANIFESTS.clear()
+        _MANIFESTS[k] = json.loads(MANIFEST.read_text())
+    return dict(_MANIFESTS[k])
 
 
 def _result_hash(result: Any) -> str:
     return sha256_bytes(canonical_json(to_jsonable(result)).encode())
 
 
+def _sidecar(path: Path) -> Path:
+    """Where the SHA-256 of the user-cache entry ``path`` is kept: ``<key>.sha256`` beside it."""
+    return path.with_suffix(".sha256")
+
+
 def _read_verified(path: Path, expected_file_hash: str | None) -> dict[str, Any] | None:
-    """The stored record if the file and its embedded result hash check out, else None (with a warning)."""
+    """The user-cache record ``path`` if it checks out (its file hash against ``expected_file_hash``
+    or, if None, against the hash stored beside it; its embedded result hash), else None with a warning."""
     if not path.exists():
         return None
-    if expected_file_hash is not None and sha256_file(path) != expected_file_hash:
-        warnings.warn(f"{path}: file hash differs from the manifest; not reading it, recomputing", stacklevel=3)
+    side = _sidecar(path)
+    if expected_file_hash is None and side.exists():
+        expected_file_hash = side.read_text().strip()
+    if expected_file_hash is not None and file_hash(path) != expected_file_hash:
+        warnings.warn(f"{path}: SHA-256 differs from the hash stored with it; not reading it, recomputing",
+                      stacklevel=3)
         return None
     try:
         rec = json.loads(path.read_text())
         if _result_hash(rec["result"]) != rec["result_sha256"]:
             raise ValueError("embedded result hash mismatch")
-    except (ValueError, KeyError, json.JSONDecodeError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         warnings.warn(f"{path}: damaged or edited result ({e}); not reading it, recomputing", stacklevel=3)
         return None
     return rec
+
+
+def _fix(name: str) -> str:
+    return (f"restore the committed file with `git checkout -- data/{name}` (and `git status data/`), "
+            "then `posbias check-data` verifies every file of data/")
+
+
+def _read_committed(name: str) -> dict[str, Any] | None:
+    """The committed record ``data/<name>``, verified against the manifest; None when the file is
+    neither on disk nor listed. Raises :class:`DataError` when it is missing, unlisted or altered."""
+    path, listed = DATA / name, load_manifest().get(name)
+    if listed is None and not path.exists():
+        return None
+    if listed is None:
+        raise DataError(f"data/{name} is not listed in data/manifest.json, so nothing vouches for it; remove "
+                        f"it, or {_fix(name)}")
+    if not path.exists():
+        raise DataError(f"data/{name} is listed in data/manifest.json but missing; {_fix(name)}")
+    if file_hash(path) != listed:
+        raise DataError(f"data/{name}: SHA-256 differs from data/manifest.json (the file was altered or "
+                        f"truncated); {_fix(name)}")
+    try:
+        rec = json.loads(path.read_text())
+        ok = _result_hash(rec["result"]) == rec["result_sha256"]
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise DataError(f"data/{name}: damaged record (its embedded result hash does not match); {_fix(name)}")
+    return rec
+
+
+def _write_cache_entry(path: Path, rec: dict[str, Any]) -> None:
+    """Write a user-cache record and its SHA-256 beside it (the old hash first removed, so that an
+    interruption between the two writes leaves a record checked by its embedded hash alone)."""
+    _sidecar(path).unlink(missing_ok=True)
+    atomic_write_text(path, json.dumps(rec, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
+    atomic_write_text(_sidecar(path), file_hash(path) + "\n")
 
 
 def _relative(path: Path) -> str:
@@ -196,7 +265,8 @@ def cached(
     different devices never mix. The provenance records the time ``compute()`` took, or
     ``wall_seconds`` when the work was done before the call (a unit trained in an ensemble), and
     ``extra_provenance`` (e.g. the sittings of a resumed training) when it is computed now. Returns
-    the result dict (arrays come back as nested lists).
+    the result dict (arrays come back as nested lists). Raises :class:`DataError` when ``data/`` holds
+    or lists this result but the file does not verify (it is never recomputed over, nor around).
     """
     from . import report
 
@@ -206,15 +276,16 @@ def cached(
     write_data = os.environ.get("POSBIAS_WRITE_DATA") == "1"
 
     committed = DATA / name
-    rec = _read_verified(committed, load_manifest().get(name, "missing")) if committed.exists() else None
+    rec = _read_committed(name)
     if rec is not None:
-        report.note_data(_relative(committed), sha256_file(committed), "committed")
+        report.note_data(_relative(committed), file_hash(committed), "committed")
         return rec["result"]
 
     user = cache_dir() / name
     target = committed if write_data else user
     with locked(cache_dir() / f"{experiment}/{key}.lock"):
-        rec = _read_verified(target, None)  # another process may have finished it meanwhile
+        # another process may have finished it meanwhile
+        rec = _read_committed(name) if write_data else _read_verified(target, None)
         promoted = False
         if rec is None and write_data:      # computed earlier into the user cache: commit it as it is
             rec = _read_verified(user, None) if user.exists() else None
@@ -236,115 +307,44 @@ def cached(
             source = "computed"
         else:
             source = "promoted" if promoted else "cache"
-        if source != "cache":
+        if source == "promoted":            # byte for byte: the provenance still names who computed it
+            atomic_write(target, lambda f: f.write(user.read_bytes()))
+        elif source == "computed" and write_data:
             atomic_write_text(target, json.dumps(rec, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
-            if write_data:
-                _set_manifest(name, sha256_file(target))
-    report.note_data(_relative(target), sha256_file(target), source)
+        elif source == "computed":
+            _write_cache_entry(target, rec)
+        if write_data and source != "cache":
+            update_manifest({name: file_hash(target)})
+    report.note_data(_relative(target), file_hash(target), source)
     return rec["result"]
 
 
 def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
            device: str | None = None) -> dict[str, Any] | None:
     """The stored result of ``(experiment, params, version)`` from ``data/`` or the user cache, or
-    None; never computes. Same keys and checks as :func:`cached`."""
+    None; never computes. Same keys and checks as :func:`cached`: a committed file that does not
+    verify raises :class:`DataError`; a user-cache entry that does not is None, with a warning."""
     from . import report
 
     name = result_name(experiment, params, version, device)
-    for path, expected, source in ((DATA / name, "manifest", "committed"), (cache_dir() / name, None, "cache")):
-        if path.exists():
-            rec = _read_verified(path, load_manifest().get(name, "missing") if expected else None)
-            if rec is not None:
-                report.note_data(_relative(path), sha256_file(path), source)
-                return rec["result"]
+    rec = _read_committed(name)
+    if rec is not None:
+        report.note_data(_relative(DATA / name), file_hash(DATA / name), "committed")
+        return rec["result"]
+    path = cache_dir() / name
+    rec = _read_verified(path, None) if path.exists() else None
+    if rec is not None:
+        report.note_data(_relative(path), file_hash(path), "cache")
+        return rec["result"]
     return None
 
 
 def _set_manifest(name: str, file_hash: str | None) -> None:
     """List ``name`` (relative to ``data/``) in the manifest with ``file_hash``, or drop it (None)."""
-    _update_manifest({name: file_hash})
+    update_manifest({name: file_hash})
 
 
-PARKED_DIR = "checkpoints"      # data/checkpoints/<experiment>/<key>.<i>-of-<n>.pt: unfinished work, not an experiment
-PART_BYTES = 4 * 2**20          # a committed checkpoint is split into parts of at most 4 MiB (no tracked file over 5 MB)
-_PART = re.compile(r"^(?P<key>.+)\.(?P<i>\d{3})-of-(?P<n>\d{3})\.pt$")
-
-
-def parked_path(experiment: str, params: dict[str, Any], version: int | str = 1) -> Path:
-    """The name of the committed checkpoint of the unit of work ``(experiment, params, version)``:
-    ``data/checkpoints/<experiment>/<key>.pt`` (same key as :func:`checkpoint_dir`). No file has this
-    name: the checkpoint is stored as its parts (:func:`parked_parts`)."""
-    return DATA / PARKED_DIR / experiment / f"{key_of(experiment, params, version)}.pt"
-
-
-def _part_path(target: Path, i: int, n: int) -> Path:
-    """Part ``i`` (1-based) of ``n`` of the committed checkpoint ``target``: ``<key>.001-of-003.pt``."""
-    return target.with_name(f"{target.name[:-len('.pt')]}.{i:03d}-of-{n:03d}.pt")
-
-
-def _whole_of(part: Path) -> Path | None:
-    """The committed checkpoint (its :func:`parked_path` name) that ``part`` is a part of, or None."""
-    m = _PART.match(part.name)
-    return None if m is None else part.with_name(f"{m['key']}.pt")
-
-
-def parked_parts(target: Path) -> list[Path]:
-    """The part files of the committed checkpoint ``target`` (a :func:`parked_path`) on disk, in order."""
-    return sorted(p for p in target.parent.glob(f"{target.name[:-len('.pt')]}.*-of-*.pt") if _whole_of(p) == target)
-
-
-def parked_files() -> list[Path]:
-    """Every file in ``data/checkpoints`` (the parts of the committed checkpoints, and anything else)."""
-    root = DATA / PARKED_DIR
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
-
-
-def parked_checkpoints() -> list[Path]:
-    """The committed checkpoints (their :func:`parked_path` names), one per set of parts."""
-    return sorted({w for p in parked_files() if (w := _whole_of(p)) is not None})
-
-
-def _parts_problem(target: Path, manifest: dict[str, str]) -> str | None:
-    """Why the parts of ``target`` on disk and in the manifest do not make one whole checkpoint, or None."""
-    parts = parked_parts(target)
-    listed = sorted(name for name in manifest if _whole_of(DATA / name) == target)
-    counts = {int(_PART.match(p.name)["n"]) for p in parts}
-    if len(counts) != 1:
-        return f"parts of {'different counts' if counts else 'none'} on disk ({', '.join(p.name for p in parts)})"
-    (n,) = counts
-    want = [_part_path(target, i, n) for i in range(1, n + 1)]
-    if parts != want:
-        return f"has {len(parts)} of its {n} parts"
-    if listed != [str(p.relative_to(DATA)) for p in want]:
-        return f"the manifest lists {len(listed)} parts, not its {n}"
-    return None
-
-
-def parked_checkpoint(target: Path) -> bytes | None:
-    """The bytes of the committed checkpoint ``target`` (a :func:`parked_path`), its parts joined in
-    order, if every part is present and its SHA-256 matches the manifest; else None (nothing parked
-    silently; an incomplete, mismatching or unlisted one with a warning)."""
-    if not parked_parts(target):
-        return None
-    manifest = load_manifest()
-    problem = _parts_problem(target, manifest)
-    blob = b""
-    if problem is None:
-        chunks = []
-        for p in parked_parts(target):
-            data = p.read_bytes()
-            if sha256_bytes(data) != manifest[str(p.relative_to(DATA))]:
-                problem = f"{p.name}: SHA-256 differs from the manifest"
-                break
-            chunks.append(data)
-        blob = b"".join(chunks)
-    if problem is not None:
-        warnings.warn(f"{target}: {problem}; not using this committed checkpoint", stacklevel=2)
-        return None
-    return blob
-
-
-def _update_manifest(changes: dict[str, str | None]) -> None:
+def update_manifest(changes: dict[str, str | None]) -> None:
     """Set (hash) or drop (None) several manifest entries (names relative to ``data/``) in one write."""
     with locked(cache_dir() / "manifest.lock"):
         manifest = load_manifest()
@@ -354,37 +354,6 @@ def _update_manifest(changes: dict[str, str | None]) -> None:
             else:
                 manifest[name] = file_hash
         atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
-
-
-def park(target: Path, write: Callable[[BinaryIO], None]) -> list[Path]:
-    """Commit a checkpoint: ``write(f)`` it to memory, store it as parts of at most :data:`PART_BYTES`
-    next to ``target`` (a :func:`parked_path`), each written atomically, list them in the manifest
-    (one write) and remove the parts of an earlier commit that are no longer listed. Returns the parts."""
-    buf = io.BytesIO()
-    write(buf)
-    blob = buf.getvalue()
-    n = max(1, math.ceil(len(blob) / PART_BYTES))
-    if n > 999:
-        raise ValueError(f"{target}: {len(blob)} bytes would need {n} parts of {PART_BYTES}; at most 999")
-    old = parked_parts(target) + ([target] if target.exists() else [])
-    new = [_part_path(target, i, n) for i in range(1, n + 1)]
-    for i, p in enumerate(new):
-        atomic_write(p, lambda f, i=i: f.write(blob[i * PART_BYTES:(i + 1) * PART_BYTES]))
-    changes: dict[str, str | None] = {str(p.relative_to(DATA)): None for p in old if p not in new}
-    changes |= {str(p.relative_to(DATA)): sha256_file(p) for p in new}
-    _update_manifest(changes)
-    for p in old:
-        if p not in new:
-            p.unlink(missing_ok=True)
-    return new
-
-
-def unpark(target: Path) -> None:
-    """Remove a committed checkpoint (every part) and its manifest entries (its work is finished and stored)."""
-    files = parked_parts(target) + ([target] if target.exists() else [])
-    _update_manifest({str(p.relative_to(DATA)): None for p in files})
-    for p in files:
-        p.unlink(missing_ok=True)
 
 
 def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1, *, create: bool = True) -> Path:
@@ -405,14 +374,16 @@ def _wall_time_consistent(rec: dict[str, Any]) -> bool:
     return isinstance(wall, (int, float)) and abs(wall - round(float(res["train_seconds_ensemble"]), 3)) < 1e-9
 
 
-def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
+def verify_data(log=print) -> list[str]:
     """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
 
     Files present but not in the manifest, manifest entries without a file, hash mismatches,
     committed checkpoints missing a part, damaged records and a provenance wall time other than the
-    training time the result measured are problems. ``recompute_sample`` > 0 is handled by the CLI
-    (it needs the registry of cheap recomputations, :data:`RECOMPUTE`).
+    training time the result measured are problems. (``posbias check-data`` then recomputes a sample:
+    :mod:`posbias.checkdata`.)
     """
+    from .parking import PARKED_DIR, parked_checkpoints, parked_files, parts_problem, whole_of
+
     problems = []
     manifest = load_manifest()
     on_disk = {str(p.relative_to(DATA)) for p in DATA.rglob("*.json") if p.name != "manifest.json"}
@@ -426,7 +397,7 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
         elif sha256_file(path) != manifest[name]:
             problems.append(f"{name}: SHA-256 differs from the manifest")
         elif name.startswith(f"{PARKED_DIR}/"):
-            if _whole_of(path) is None:
+            if whole_of(path) is None:
                 problems.append(f"{name}: not a part of a committed checkpoint (<key>.<i>-of-<n>.pt)")
             else:               # a part of a parked checkpoint: its hash is all there is to check
                 log(f"ok  {name} (part of a checkpoint of unfinished work)")
@@ -443,73 +414,21 @@ def verify_data(recompute_sample: int = 0, log=print) -> list[str]:
                 log(f"ok  {name}")
     reported = {p.partition(": ")[0] for p in problems}
     for target in parked_checkpoints():      # each committed checkpoint must be whole: all its parts, all listed
-        if any(_whole_of(DATA / name) == target for name in reported):
+        if any(whole_of(DATA / name) == target for name in reported):
             continue                         # a part's own problem says it already
-        if (why := _parts_problem(target, manifest)) is not None:
+        if (why := parts_problem(target, manifest)) is not None:
             problems.append(f"{target.relative_to(DATA)}: {why}")
     return problems
 
 
-# Recomputations for `posbias check-data`: experiment name -> how to recompute one stored record.
-@dataclass(frozen=True)
-class Recompute:
-    """How ``posbias check-data`` recomputes a stored record of one experiment and compares it.
-
-    ``fn(params) -> result`` must call the very function whose output ``store.cached`` stored.
-    A fresh number ``f`` agrees with the stored ``s`` when ``|f - s| <= atol + rtol |s|`` (both zero:
-    bit-identical); non-numbers must be equal, shapes and keys must match. ``ignore`` names top-level
-    result keys that are measurements of the run, not results (wall times, memory, ensemble size).
-    ``cost(record)`` estimates the seconds a recomputation takes (default: the stored wall time).
-
-    The tolerance holds on the CPU that computed the record (its provenance's ``cpu``). Another
-    processor may dispatch other vector kernels and round differently, so a record computed on another
-    CPU, or on one its provenance does not name, is compared within ``other_cpu_atol`` /
-    ``other_cpu_rtol`` (None: the same tolerance), explained by ``other_cpu_note``.
-    """
-
-    fn: Callable[[dict[str, Any]], dict[str, Any]]
-    atol: float = 0.0
-    rtol: float = 0.0
-    ignore: tuple[str, ...] = ()
-    cost: Callable[[dict[str, Any]], float] | None = None
-    tolerance_note: str = ""
-    other_cpu_atol: float | None = None
-    other_cpu_rtol: float = 0.0
-    other_cpu_note: str = ""
-
-    def across_cpus(self) -> "Recompute":
-        """This recomputation with the tolerance for a record from another (or an unnamed) CPU."""
-        if self.other_cpu_atol is None:
-            return self
-        return dataclasses.replace(self, atol=self.other_cpu_atol, rtol=self.other_cpu_rtol,
-                                   tolerance_note=self.other_cpu_note)
-
-    def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
-        return self.fn(params)
-
-    def estimate(self, record: dict[str, Any]) -> float:
-        """Estimated seconds to recompute ``record``."""
-        if self.cost is not None:
-            return float(self.cost(record))
-        return float(record.get("provenance", {}).get("wall_seconds") or 0.0)
+# Thin re-exports, kept only until posbias.training (checkpoints, status), posbias.llm and posbias.lnsim
+# import these names from their new homes, posbias.parking and posbias.recompute. Not for new code.
+_MOVED = {**{n: "parking" for n in ("PARKED_DIR", "PART_BYTES", "parked_path", "parked_parts", "parked_files",
+                                    "parked_checkpoints", "parked_checkpoint", "park", "unpark")},
+          **{n: "recompute" for n in ("Recompute", "RECOMPUTE", "recomputable")}}
 
 
-RECOMPUTE: dict[str, Recompute] = {}
-
-
-def recomputable(experiment: str, *, atol: float = 0.0, rtol: float = 0.0, ignore: tuple[str, ...] = (),
-                 cost: Callable[[dict[str, Any]], float] | None = None, tolerance_note: str = "",
-                 other_cpu_atol: float | None = None, other_cpu_rtol: float = 0.0, other_cpu_note: str = ""):
-    """Register ``fn(params) -> result`` as the way to recompute ``experiment`` (used by check-data).
-
-    Returns ``fn`` unchanged; see :class:`Recompute` for the tolerances and the other options.
-    """
-    def deco(fn):
-        RECOMPUTE[experiment] = Recompute(fn, float(atol), float(rtol), tuple(ignore), cost, tolerance_note,
-                                          other_cpu_atol, float(other_cpu_rtol), other_cpu_note)
-        return fn
-    return deco
-
-
-def _eprint(*a: Any) -> None:
-    print(*a, file=sys.stderr)
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        return getattr(importlib.import_module(f"posbias.{_MOVED[name]}"), name)
+    raise AttributeError(f"module 'posbias.store' has no attribute {name!r}")

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from posbias import checkdata, store
+from posbias import checkdata, parking, recompute, store
 from posbias.provenance import ROOT
 
 
@@ -26,7 +26,7 @@ def data_copy(tmp_path, monkeypatch):
 
 
 def _cheapest(data, experiment):
-    spec = store.RECOMPUTE[experiment]
+    spec = recompute.RECOMPUTE[experiment]
     recs = [(spec.estimate(json.loads(p.read_text())), p.name, p) for p in (data / experiment).glob("*.json")]
     return min(recs)[2]
 
@@ -37,11 +37,11 @@ def _row(rows, path, data):
 
 
 def test_every_experiment_is_registered_or_explained(data_copy):
-    exps = {p.name for p in data_copy.iterdir() if p.is_dir() and p.name != store.PARKED_DIR}
-    exps |= {p.name for p in (data_copy / store.PARKED_DIR).glob("*") if p.is_dir()}    # what parked work is of
+    exps = {p.name for p in data_copy.iterdir() if p.is_dir() and p.name != parking.PARKED_DIR}
+    exps |= {p.name for p in (data_copy / parking.PARKED_DIR).glob("*") if p.is_dir()}    # what parked work is of
     assert exps, "data/ has no experiments"
     for exp in exps:
-        assert exp in store.RECOMPUTE or exp in checkdata.NOT_RECOMPUTABLE, exp
+        assert exp in recompute.RECOMPUTE or exp in checkdata.NOT_RECOMPUTABLE, exp
 
 
 def test_tampered_file_fails(data_copy, capsys):
@@ -71,8 +71,8 @@ def test_perturbed_recomputation_fails(data_copy, monkeypatch, capsys):
         out["attn_mean"][-1][-1][0] += 1e-9
         return out
 
-    spec = store.RECOMPUTE["kim-sim"]
-    monkeypatch.setitem(store.RECOMPUTE, "kim-sim", store.Recompute(perturbed, spec.atol, spec.rtol, spec.ignore))
+    spec = recompute.RECOMPUTE["kim-sim"]
+    monkeypatch.setitem(recompute.RECOMPUTE, "kim-sim", recompute.Recompute(perturbed, spec.atol, spec.rtol, spec.ignore))
     code = checkdata.check_data(sample=1, experiments=["kim-sim"])
     assert code != 0
     assert "differs from the committed result" in capsys.readouterr().err
@@ -85,8 +85,8 @@ def test_unperturbed_fake_recomputation_passes_and_ignores_timings(data_copy, mo
     path = _cheapest(data_copy, "wu-units")
     stored = json.loads(path.read_text())["result"]
     fake = {**stored, "train_seconds_ensemble": 0.0, "ensemble_size": 1}
-    spec = store.RECOMPUTE["wu-units"]
-    monkeypatch.setitem(store.RECOMPUTE, "wu-units", store.Recompute(lambda p: fake, spec.atol, spec.rtol,
+    spec = recompute.RECOMPUTE["wu-units"]
+    monkeypatch.setitem(recompute.RECOMPUTE, "wu-units", recompute.Recompute(lambda p: fake, spec.atol, spec.rtol,
                                                                      spec.ignore, spec.cost))
     rows = checkdata.run_checks(sample=1, experiments=["wu-units"], log=lambda *a: None)
     row = _row(rows, path, data_copy)
@@ -95,8 +95,8 @@ def test_unperturbed_fake_recomputation_passes_and_ignores_timings(data_copy, mo
 
 def test_sample_is_cheapest_first_and_within_budget(data_copy, monkeypatch):
     calls = []
-    for exp, spec in list(store.RECOMPUTE.items()):
-        monkeypatch.setitem(store.RECOMPUTE, exp, store.Recompute(
+    for exp, spec in list(recompute.RECOMPUTE.items()):
+        monkeypatch.setitem(recompute.RECOMPUTE, exp, recompute.Recompute(
             lambda p, exp=exp: calls.append(exp) or {}, spec.atol, spec.rtol, spec.ignore, spec.cost))
     rows = checkdata.run_checks(sample=2, budget_seconds=1e9, log=lambda *a: None)
     chosen = [r for r in rows if r.recomputed == "yes"]
@@ -139,7 +139,7 @@ def test_llm_chapters_recompute_through_their_library_function(data_copy, monkey
     from posbias import llm
 
     assert experiment not in checkdata.NOT_RECOMPUTABLE
-    spec = store.RECOMPUTE[experiment]
+    spec = recompute.RECOMPUTE[experiment]
     assert {"wall_s", "peak_rss_mb"} <= set(spec.ignore) and spec.tolerance_note
     [path] = (data_copy / experiment).glob("*.json")
     rec = json.loads(path.read_text())
@@ -185,8 +185,8 @@ def test_tolerance_is_exact_on_the_recording_cpu_and_wider_on_another(data_copy,
     manifest[str(path.relative_to(data_copy))] = sha256_file(path)
     (data_copy / "manifest.json").write_text(json.dumps(manifest))
     off = {**rec["result"], "ic_accuracy": {k: v + 0.01 for k, v in rec["result"]["ic_accuracy"].items()}}
-    monkeypatch.setitem(store.RECOMPUTE, "wu-units",
-                        dataclasses.replace(store.RECOMPUTE["wu-units"], fn=lambda p: off))
+    monkeypatch.setitem(recompute.RECOMPUTE, "wu-units",
+                        dataclasses.replace(recompute.RECOMPUTE["wu-units"], fn=lambda p: off))
     row = _row(checkdata.run_checks(sample=1, experiments=["wu-units"], log=lambda *a: None), path, data_copy)
     assert row.recomputed == "yes" and row.verdict.startswith(verdict), (row.verdict, row.notes)
     assert row.max_abs == pytest.approx(0.01)

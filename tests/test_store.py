@@ -3,11 +3,10 @@ import json
 import multiprocessing as mp
 import os
 import time
-from pathlib import Path
 
 import pytest
 
-from posbias import store
+from posbias import parking, store
 
 
 @pytest.fixture()
@@ -52,9 +51,13 @@ def test_damaged_cache_file_is_recomputed_not_read(env, damage):
     path = next((env / "cache" / "exp").glob("*.json"))
     text = path.read_text()
     path.write_text(text[: len(text) // 2] if damage == "truncate" else text.replace('"v":1.0', '"v":2.0'))
-    with pytest.warns(UserWarning, match="damaged or edited"):
+    with pytest.warns(UserWarning, match="differs from the hash stored with it"):
         assert store.cached("exp", {"n": 1}, lambda: {"v": 1.0}) == {"v": 1.0}
     assert json.loads(path.read_text())["result"] == {"v": 1.0}
+    path.with_suffix(".sha256").unlink()        # without its hash (an older entry), the result hash catches it
+    path.write_text(text[: len(text) // 2] if damage == "truncate" else text.replace('"v":1.0', '"v":2.0'))
+    with pytest.warns(UserWarning, match="damaged or edited"):
+        assert store.cached("exp", {"n": 1}, lambda: {"v": 1.0}) == {"v": 1.0}
 
 
 def test_write_data_updates_manifest_and_commited_file_is_preferred(env, monkeypatch):
@@ -80,18 +83,75 @@ def test_write_data_promotes_a_cached_result_unchanged(env, monkeypatch):
     assert store.verify_data(log=lambda *a: None) == []
 
 
-def test_edited_committed_file_is_not_read_and_not_overwritten(env, monkeypatch):
+def _committed(env, monkeypatch, n=2):
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
-    store.cached("exp", {"n": 2}, lambda: {"v": 5})
+    store.cached("exp", {"n": n}, lambda: {"v": 5})
     monkeypatch.delenv("POSBIAS_WRITE_DATA")
-    committed = next((env / "data" / "exp").glob("*.json"))
-    committed.write_text(committed.read_text().replace('"v":5', '"v":6'))
-    edited = committed.read_text()
-    with pytest.warns(UserWarning, match="differs from the manifest"):
-        assert store.cached("exp", {"n": 2}, lambda: {"v": 5}) == {"v": 5}
-    assert committed.read_text() == edited  # recomputed into the user cache, never over data/
-    problems = store.verify_data(log=lambda *a: None)
-    assert any("differs from the manifest" in p for p in problems)
+    return env / "data" / store.result_name("exp", {"n": n})
+
+
+@pytest.mark.parametrize("damage", ["edit", "truncate", "delete", "unlist"])
+def test_a_committed_file_that_does_not_verify_is_an_error_naming_it_and_the_fix(env, monkeypatch, damage):
+    """Edited, truncated, missing (still listed) or unlisted: cached and lookup raise DataError naming
+    the file and `git checkout`, never recompute around it nor call it "not stored"; data/ is untouched."""
+    committed = _committed(env, monkeypatch)
+    name = str(committed.relative_to(env / "data"))
+    if damage == "edit":
+        committed.write_text(committed.read_text().replace('"v":5', '"v":6'))
+    elif damage == "truncate":
+        committed.write_bytes(committed.read_bytes()[:40])
+    elif damage == "delete":
+        committed.unlink()
+    else:
+        store._set_manifest(name, None)
+    before = committed.read_bytes() if committed.exists() else None
+    for call in (lambda: store.cached("exp", {"n": 2}, lambda: pytest.fail("must not recompute")),
+                 lambda: store.lookup("exp", {"n": 2})):
+        with pytest.raises(store.DataError, match=f"data/{name}.*git checkout -- data/{name}"):
+            call()
+    assert (committed.read_bytes() if committed.exists() else None) == before
+    assert not (env / "cache" / name).exists()                      # nothing computed around it
+    assert store.verify_data(log=lambda *a: None)                   # and check-data says so too
+
+
+def test_a_stray_file_in_data_is_refused_even_under_write_data(env, monkeypatch):
+    stray = env / "data" / store.result_name("exp", {"n": 7})
+    stray.parent.mkdir(parents=True)
+    stray.write_text("{}")
+    monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
+    with pytest.raises(store.DataError, match="not listed in data/manifest.json"):
+        store.cached("exp", {"n": 7}, lambda: {"v": 1})
+    assert stray.read_text() == "{}"
+
+
+def test_cache_entries_carry_their_hash_and_a_bad_one_is_recomputed_with_a_warning(env):
+    store.cached("exp", {"n": 5}, lambda: {"v": 1.0}, seeds=[1])
+    path = env / "cache" / store.result_name("exp", {"n": 5})
+    side = path.with_suffix(".sha256")
+    assert side.read_text().strip() == store.sha256_file(path)
+    # an edit the embedded result hash cannot see (the provenance) is caught by the entry's own hash
+    path.write_text(path.read_text().replace('"seeds":[1]', '"seeds":[2]'))
+    with pytest.warns(UserWarning, match="differs from the hash stored with it"):
+        assert store.lookup("exp", {"n": 5}) is None
+    with pytest.warns(UserWarning, match="differs from the hash stored with it"):
+        assert store.cached("exp", {"n": 5}, lambda: {"v": 1.0}, seeds=[1]) == {"v": 1.0}
+    assert json.loads(path.read_text())["provenance"]["seeds"] == [1]
+    assert side.read_text().strip() == store.sha256_file(path)
+    side.unlink()                          # an entry written before these hashes: its result hash still checks
+    assert store.lookup("exp", {"n": 5}) == {"v": 1.0}
+
+
+def test_each_file_is_hashed_once_per_process(env, monkeypatch):
+    committed = _committed(env, monkeypatch, n=3)
+    calls = []
+    real = store.sha256_file
+    monkeypatch.setattr(store, "sha256_file", lambda p: calls.append(p) or real(p))
+    for _ in range(5):
+        assert store.lookup("exp", {"n": 3}) == {"v": 5}
+    assert calls.count(committed) <= 1
+    committed.write_text(committed.read_text().replace('"v":5', '"v":6'))   # a change is seen
+    with pytest.raises(store.DataError):
+        store.lookup("exp", {"n": 3})
 
 
 def _worker(args):
@@ -179,56 +239,56 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
     """park splits a checkpoint into parts of at most PART_BYTES, each in the manifest; parked_checkpoint
     joins them back byte for byte; a re-park with fewer parts leaves none of the old ones behind; a
     missing, altered or unlisted part makes the whole unusable (warned) and check-data reports it."""
-    monkeypatch.setattr(store, "PART_BYTES", 1000)
-    target = store.parked_path("exp", {"units": [1, 2]})
+    monkeypatch.setattr(parking, "PART_BYTES", 1000)
+    target = parking.parked_path("exp", {"units": [1, 2]})
     blob = os.urandom(2500)
-    parts = store.park(target, lambda f: f.write(blob))
+    parts = parking.park(target, lambda f: f.write(blob))
     assert [p.name for p in parts] == [target.name.replace(".pt", f".00{i}-of-003.pt") for i in (1, 2, 3)]
     assert [p.stat().st_size for p in parts] == [1000, 1000, 500] and not target.exists()
-    assert store.parked_checkpoint(target) == blob and store.parked_checkpoints() == [target]
+    assert parking.parked_checkpoint(target) == blob and parking.parked_checkpoints() == [target]
     manifest = store.load_manifest()
     assert manifest == {str(p.relative_to(env / "data")): store.sha256_file(p) for p in parts}
     assert store.verify_data(log=lambda *a: None) == []
 
     small = os.urandom(1000)                       # one part exactly: the three old parts go
-    (part,) = store.park(target, lambda f: f.write(small))
-    assert part.name.endswith(".001-of-001.pt") and store.parked_files() == [part]
-    assert store.parked_checkpoint(target) == small and list(store.load_manifest()) == [str(part.relative_to(env / "data"))]
+    (part,) = parking.park(target, lambda f: f.write(small))
+    assert part.name.endswith(".001-of-001.pt") and parking.parked_files() == [part]
+    assert parking.parked_checkpoint(target) == small and list(store.load_manifest()) == [str(part.relative_to(env / "data"))]
 
-    parts = store.park(target, lambda f: f.write(blob))
+    parts = parking.park(target, lambda f: f.write(blob))
     parts[1].write_bytes(b"x" + parts[1].read_bytes()[1:])          # altered
     with pytest.warns(UserWarning, match="002-of-003.pt: SHA-256 differs"):
-        assert store.parked_checkpoint(target) is None
+        assert parking.parked_checkpoint(target) is None
     assert any("SHA-256 differs" in p for p in store.verify_data(log=lambda *a: None))
-    parts = store.park(target, lambda f: f.write(blob))
+    parts = parking.park(target, lambda f: f.write(blob))
     parts[2].unlink()                                                # missing
     with pytest.warns(UserWarning, match="has 2 of its 3 parts"):
-        assert store.parked_checkpoint(target) is None
+        assert parking.parked_checkpoint(target) is None
     assert [p.split(": ", 1)[1] for p in store.verify_data(log=lambda *a: None)] == ["listed in the manifest but missing"]
     store._set_manifest(str(parts[2].relative_to(env / "data")), None)   # missing and unlisted: only the whole says so
     assert store.verify_data(log=lambda *a: None) == [f"{target.relative_to(env / 'data')}: has 2 of its 3 parts"]
-    parts = store.park(target, lambda f: f.write(blob))
+    parts = parking.park(target, lambda f: f.write(blob))
     store._set_manifest(str(parts[0].relative_to(env / "data")), None)   # unlisted
     with pytest.warns(UserWarning, match="the manifest lists 2 parts, not its 3"):
-        assert store.parked_checkpoint(target) is None
+        assert parking.parked_checkpoint(target) is None
     assert any("not in data/manifest.json" in p for p in store.verify_data(log=lambda *a: None))
 
-    store.unpark(target)
-    assert store.parked_files() == [] and store.load_manifest() == {}
-    assert store.parked_checkpoint(target) is None                   # nothing parked: silently None
+    parking.unpark(target)
+    assert parking.parked_files() == [] and store.load_manifest() == {}
+    assert parking.parked_checkpoint(target) is None                   # nothing parked: silently None
 
 
 def test_a_legacy_single_file_checkpoint_is_replaced_by_parts_and_stray_files_are_reported(env):
     """The one-file format of before (``<key>.pt``) is removed, with its manifest entry, when the
     checkpoint is parked again; a file in data/checkpoints that is no part is a check-data problem."""
-    target = store.parked_path("exp", {"units": [3]})
+    target = parking.parked_path("exp", {"units": [3]})
     target.parent.mkdir(parents=True)
     target.write_bytes(b"old")
     store._set_manifest(str(target.relative_to(env / "data")), store.sha256_file(target))
     problems = store.verify_data(log=lambda *a: None)
     assert len(problems) == 1 and "not a part of a committed checkpoint" in problems[0]
-    (part,) = store.park(target, lambda f: f.write(b"new"))
-    assert not target.exists() and store.parked_files() == [part] and store.verify_data(log=lambda *a: None) == []
+    (part,) = parking.park(target, lambda f: f.write(b"new"))
+    assert not target.exists() and parking.parked_files() == [part] and store.verify_data(log=lambda *a: None) == []
 
 
 def test_every_committed_file_is_under_5_MB():
