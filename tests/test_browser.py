@@ -1,7 +1,9 @@
 """Open every page of the smoke-built book in headless Chromium (Debian's package, driven by Playwright).
 
-Fails on a failed image, a broken internal link, unrendered TeX, a traceback in an output, or a
-JavaScript error. Saves screenshots of the landing page and of one chapter per part under the build.
+Fails on a failed image, a broken internal link, unrendered TeX, a traceback in an output, a
+JavaScript error, or a page whose main column scrolls sideways at 1280x800 (a laptop screen). Saves
+screenshots at that size of the front page, ``wu-fig-2`` and ``sinks-streaming`` (the pages a reader
+meets first) and of one chapter per part, under ``_build/html/_screenshots`` of the build.
 """
 import functools
 import http.server
@@ -47,9 +49,22 @@ def server(smoke_book):
     httpd.shutdown()
 
 
+VIEWPORT = {"width": 1280, "height": 800}
+# the front page and the two pages the book's readers land on most
+READER_PAGES = {"landing": "book/intro.html", "wu-fig-2": "book/_executed/wu-fig-2/wu-fig-2.html",
+                "sinks-streaming": "book/_executed/sinks-streaming/sinks-streaming.html"}
+# widths that scroll sideways: the document's, and the main column's (the theme's article element)
+SIDEWAYS_JS = """() => {
+    const over = e => e && e.scrollWidth > e.clientWidth + 1 ? [e.scrollWidth, e.clientWidth] : null;
+    const doc = document.scrollingElement || document.documentElement;
+    const main = document.querySelector('article.bd-article') || document.querySelector('main') ;
+    return {document: over(doc), main: over(main), found_main: !!main};
+}"""
+
+
 def _screenshot_targets(root: Path) -> dict[str, str]:
     toc = yaml.safe_load((root / "_toc.yml").read_text())
-    out = {"landing": "book/intro.html"}
+    out = dict(READER_PAGES)
     for part in toc["parts"]:
         first = part["chapters"][0]["file"]
         out[part["caption"]] = first + ".html"
@@ -70,7 +85,7 @@ def test_every_page_renders_in_chromium(server):
     problems: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page = browser.new_page(viewport=VIEWPORT)
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
         page.on("console", lambda m: errors.append(f"console: {m.text}")
@@ -99,6 +114,13 @@ def test_every_page_renders_in_chromium(server):
             broken = page.evaluate("""() => Array.from(document.images)
                 .filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)""")
             problems += [f"{rel}: image failed to load: {src}" for src in broken]
+            sideways = page.evaluate(SIDEWAYS_JS)
+            if not sideways["found_main"]:
+                problems.append(f"{rel}: no main column (article.bd-article or main) to measure")
+            for where in ("document", "main"):
+                if sideways[where]:
+                    problems.append(f"{rel}: the {where} scrolls sideways at {VIEWPORT['width']}x{VIEWPORT['height']} "
+                                    f"(scrollWidth {sideways[where][0]} > clientWidth {sideways[where][1]})")
             body = page.inner_text("body")
             if "Traceback (most recent call last)" in body:
                 problems.append(f"{rel}: a Python traceback is shown")
@@ -118,4 +140,5 @@ def test_every_page_renders_in_chromium(server):
                     page.screenshot(path=str(shots / f"{name.lower().replace(' ', '-')}.png"), full_page=False)
         browser.close()
     assert not problems, "\n".join(problems)
-    assert (shots / "landing.png").exists()
+    for name in READER_PAGES:
+        assert (shots / f"{name}.png").exists(), f"no screenshot of {READER_PAGES[name]}"
