@@ -339,3 +339,165 @@ def attention_residual(maps: torch.Tensor, mask: torch.Tensor) -> float:
     m = maps.to(torch.float64)
     outside = (m * (~mask).to(m.dtype)).abs()
     return max(float((m.sum(-1) - 1).abs().max()), float(outside.max()))
+
+
+# --------------------------------------------------------------------------- chapter tables (Figures 2-6)
+# What the trained-figure chapters show, built here so that a chapter calls one function per table.
+
+FIG2_PES = ("No PE", "decay", "RoPE")
+
+
+def coverage(stored: dict[str, list[dict | None]]) -> dict:
+    """How much of a campaign is stored, from ``train.stored_campaign`` (label -> one result or
+    ``None`` per seed). Returns ``n_units`` (stored), ``n_total``, ``complete`` (label -> its results,
+    only the labels whose every seed is stored, in their order) and ``statement`` ("N of M units
+    committed")."""
+    n_units = sum(u is not None for us in stored.values() for u in us)
+    n_total = sum(len(us) for us in stored.values())
+    complete = {k: list(us) for k, us in stored.items() if us and all(u is not None for u in us)}
+    return {"n_units": n_units, "n_total": n_total, "complete": complete,
+            "statement": f"{n_units} of {n_total} units committed"}
+
+
+def rising(units: list[dict], n_test: int) -> bool:
+    """Were these networks still improving when training stopped (:func:`still_learning` reproduced)?"""
+    return still_learning(units, n_test)["verdict"] == "reproduced"
+
+
+def fig2_table(results: dict[str, list[dict]], depths: list[int], n_test: int,
+               pes: tuple[str, ...] = FIG2_PES):
+    """Figure 2's table (also the residual study's): one row per (PE, depth) of ``results[f"{pe}|{d}"]``.
+
+    Columns: ``PE``, ``depth``, ``accuracy`` (mean over seeds of the mean over the six IC sets), the
+    three gaps as ``"mean ± SE"`` (:func:`seed_mean_se`, test sets of ``n_test`` sequences) and
+    ``still rising`` (:func:`rising`). Returns a ``pandas.DataFrame`` (empty with no depth).
+    """
+    import pandas as pd
+
+    rows = []
+    for d in depths:
+        for pe in pes:
+            us = results[f"{pe}|{d}"]
+            gaps_ = {f"{a}-{b}": "{:+.3f} ± {:.3f}".format(*seed_mean_se(stack(us, "gaps", f"{a}-{b}"), n_test))
+                     for a, b in GAP_PAIRS}
+            rows.append({"PE": pe, "depth": d, "accuracy": round(float(final_accuracy(us).mean()), 3), **gaps_,
+                         "still rising": rising(us, n_test)})
+    return pd.DataFrame(rows)
+
+
+def fig2_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, *, per_depth: bool) -> list[dict]:
+    """The claims of Wu et al.'s Figure 2 as :func:`claim` rows, from ``results[f"{pe}|{d}"]``.
+
+    First the three depth claims from ``min(depths)`` to ``max(depths)`` (when there are two depths
+    or more), with the mean accuracy at both ends (``accuracy shallow/deep``). Then the five claims
+    at a fixed depth (:func:`fixed_depth_claims`): with ``per_depth`` once per depth, named
+    ``<name>-<depth>``; otherwise once, on each seed's mean over the depths. Such a mean is not
+    given a smaller test-set error than one depth: every depth is tested on the same sequences, so
+    their test-set noise is shared (the binomial bound of one depth applies to the mean). Every row
+    has ``accuracy still rising`` (:func:`rising`, on the networks the claim uses) and ``depth``.
+    """
+    gap = lambda pe, d, p: stack(results[f"{pe}|{d}"], "gaps", p)  # noqa: E731
+    units = lambda pes, ds: [u for pe in pes for d in ds for u in results[f"{pe}|{d}"]]  # noqa: E731
+    acc = lambda pe, d: float(final_accuracy(results[f"{pe}|{d}"]).mean())  # noqa: E731
+    rows = []
+    lo, hi = min(depths), max(depths)
+    if lo != hi:
+        for name, text, (pe,), per_seed, n_acc in depth_claims(lambda pe, d: gap(pe, d, "first-last"), lo, hi):
+            rows.append({**claim(name, text, per_seed, n_test, n_acc=n_acc), "depth": f"{lo} to {hi}",
+                         "accuracy shallow/deep": f"{acc(pe, lo):.3f} / {acc(pe, hi):.3f}",
+                         "accuracy still rising": rising(units([pe], [lo, hi]), n_test)})
+    if per_depth:
+        for d in depths:
+            for name, text, used, per_seed, n_acc in fixed_depth_claims(lambda pe, p: gap(pe, d, p)):
+                rows.append({**claim(f"{name}-{d}", f"{text} ({d} layers)", per_seed, n_test, n_acc=n_acc),
+                             "depth": str(d), "accuracy still rising": rising(units(used, [d]), n_test)})
+    else:
+        mean_over_depths = lambda pe, p: torch.stack([gap(pe, d, p) for d in depths]).mean(0)  # noqa: E731
+        for name, text, used, per_seed, n_acc in fixed_depth_claims(mean_over_depths):
+            rows.append({**claim(name, f"{text} (mean over depths)", per_seed, n_test, n_acc=n_acc),
+                         "depth": "mean", "accuracy still rising": rising(units(used, depths), n_test)})
+    return rows
+
+
+def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int) -> tuple[list[dict], dict[str, float]]:
+    """Figure 5's two sink claims on single-head units' stored ``sink_alpha`` ``(seeds, depth, T)``.
+
+    Rows (:func:`claim`, per seed, layers averaged): ``above-uniform``, key 1's ``alpha`` minus its
+    value under uniform attention (:func:`uniform_sink_alpha` of ``mask``); ``sink-first``, key 1's
+    excess over uniform minus the largest excess of keys ``2..T-1`` (the last key sees only itself).
+    The sampling noise of ``alpha`` is bounded as a binomial over ``n_sink * depth`` (sequence, layer)
+    pairs. Also returns a summary: ``alpha1``, ``alpha1_unif``, ``share1`` (mean share of pairs with
+    ``alpha_1 > 0.3``), ``share_other`` (largest mean share at keys ``2..T-1``).
+    """
+    alpha = stack(units, "sink_alpha")                               # (seeds, depth, T)
+    T, depth = alpha.shape[-1], alpha.shape[1]
+    unif = uniform_sink_alpha(mask)
+    excess = alpha.mean(1) - unif                                    # (seeds, T)
+    n_eff = n_sink * depth
+    rows = [claim("above-uniform", "key 1 receives more attention than under uniform attention",
+                  alpha[:, :, 0].mean(1) - float(unif[0]), n_eff, n_acc=1),
+            claim("sink-first", "key 1 exceeds its uniform baseline by more than any other key does (the last excluded)",
+                  excess[:, 0] - excess[:, 1:T - 1].max(-1).values, n_eff)]
+    share = stack(units, "sink_share").mean(0)                       # (T,)
+    return rows, {"alpha1": float(alpha[:, :, 0].mean()), "alpha1_unif": float(unif[0]),
+                  "share1": float(share[0]), "share_other": float(share[1:T - 1].max())}
+
+
+def u_statistic(sweep: torch.Tensor) -> torch.Tensor:
+    """The depth of a lost-in-the-middle U in position sweeps ``(seeds, N)``: the lower of the
+    accuracies at the first and the last slot minus the mean accuracy over the slots between, per
+    seed ``(seeds,)``; positive when both ends beat the middle."""
+    s = torch.as_tensor(sweep, dtype=torch.float64)
+    return torch.minimum(s[:, 0], s[:, -1]) - s[:, 1:-1].mean(-1)
+
+
+def u_claim(name: str, text: str, units: list[dict], n_sweep: int) -> dict:
+    """:func:`claim` row for "a U is present" (:func:`u_statistic` > 0) on the stored sweeps of
+    ``units``. Binomial part of the error: ``min(a, b)`` moves by at most ``max(|da|, |db|)``, whose
+    variance is at most ``var(a) + var(b) <= 2 / (4 n_sweep)``, and the middle mean adds ``1/6`` of
+    that (six slots), so ``n_acc = 3`` (three accuracies' worth) bounds it."""
+    return claim(name, text, u_statistic(stack(units, "sweep_accuracy")), n_sweep, n_acc=3)
+
+
+def sink_excess(units: list[dict], mask: torch.Tensor) -> torch.Tensor:
+    """Per seed, the layer-averaged ``alpha_k`` minus uniform attention's under ``mask``: ``(seeds, T)``."""
+    return stack(units, "sink_alpha").mean(1) - uniform_sink_alpha(mask)
+
+
+def fig6_claims(excess: dict[str, torch.Tensor], windows: list[int], prefixes: list[int], n_eff: int) -> list[dict]:
+    """The claims of Wu et al.'s Figure 6 from ``excess[label]`` ``(seeds, T)`` (:func:`sink_excess`;
+    labels ``causal``, ``window|w``, ``prefix|K``), skipping those whose labels are missing:
+    ``causal-first`` (key 1's excess beats every other key but the last), ``window-grows`` (key 1's
+    excess larger at the widest window than at the narrowest), and per prefix ``prefix-K`` (prefix
+    keys above the keys after them) and, for ``K >= 2``, ``prefix-K-beyond-first`` (prefix keys after
+    the first above the keys after the prefix). Noise bounded over ``n_eff`` (sequence, layer) pairs."""
+    rows = []
+    if "causal" in excess:
+        e = excess["causal"]
+        rows.append(claim("causal-first", "causal: the first token gets the largest excess attention",
+                          e[:, 0] - e[:, 1:e.shape[1] - 1].max(-1).values, n_eff))
+    lo, hi = f"window|{min(windows)}", f"window|{max(windows)}"
+    if len(windows) > 1 and lo in excess and hi in excess:
+        rows.append(claim("window-grows", f"window: the first token's excess is larger for w = {max(windows)} "
+                          f"than w = {min(windows)}", excess[hi][:, 0] - excess[lo][:, 0], n_eff))
+    for K in prefixes:
+        e = excess.get(f"prefix|{K}")
+        if e is None:
+            continue
+        T = e.shape[1]
+        if K < T - 1:
+            rows.append(claim(f"prefix-{K}", f"prefix K = {K}: more excess attention on prefix tokens than after them",
+                              e[:, :K].mean(-1) - e[:, K:T - 1].mean(-1), n_eff))
+        if 2 <= K < T - 1:
+            rows.append(claim(f"prefix-{K}-beyond-first", f"prefix K = {K}: prefix tokens after the first attract too",
+                              e[:, 1:K].mean(-1) - e[:, K:T - 1].mean(-1), n_eff))
+    return rows
+
+
+def expected_false_verdicts(n_claims: int, z: float = 2.0) -> float:
+    """How many of ``n_claims`` independent claims whose quantity is exactly zero would get a
+    decided verdict (beyond ``z`` standard errors either way) by chance, under a normal
+    approximation: ``n_claims * P(|Z| > z)`` (about 0.046 per claim at ``z = 2``)."""
+    import math
+
+    return n_claims * math.erfc(z / math.sqrt(2))

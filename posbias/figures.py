@@ -148,3 +148,59 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> SavedFi
         pass
     plt.close(fig)
     return entry
+
+
+def gap_bars_figure(results: dict[str, list[dict]], pes: list[str], depths: list[int],
+                    n_test: int) -> matplotlib.figure.Figure:
+    """Wu et al.'s Figure 2 as the paper draws it: one panel per depth, the three gaps as bars grouped
+    by gap, one bar per PE; each bar the mean over the seeds of ``results[f"{pe}|{depth}"]`` with an
+    error bar of one standard error (:func:`posbias.evaluate.seed_mean_se`, ``n_test`` sequences)."""
+    from . import evaluate as ev
+
+    n = max(len(depths), 1)
+    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.2), sharey=True, squeeze=False)
+    pairs = [f"{a}-{b}" for a, b in ev.GAP_PAIRS]
+    w = 0.8 / max(len(pes), 1)
+    for ax, d in zip(axes[0], depths):
+        for k, pe in enumerate(pes):
+            ms = [ev.seed_mean_se(ev.stack(results[f"{pe}|{d}"], "gaps", p), n_test) for p in pairs]
+            ax.bar([i + (k - (len(pes) - 1) / 2) * w for i in range(3)], [m for m, _ in ms], w,
+                   yerr=[s for _, s in ms], label=pe, capsize=2)
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xticks(range(3), [p.replace("-", "\nvs ") for p in pairs])
+        ax.set_title(f"{d} layers")
+    axes[0, 0].set_ylabel("accuracy gap")
+    if depths:
+        axes[0, 0].legend(frameon=False)
+    else:
+        axes[0, 0].text(0.5, 0.5, "no complete depth yet", ha="center", transform=axes[0, 0].transAxes)
+    return fig
+
+
+def sink_panels_figure(values: dict[str, Any], windows: list[int], prefixes: list[int],
+                       ylabel: str) -> matplotlib.figure.Figure:
+    """Wu et al.'s Figure 6 layout: causal, sliding-window and prefix panels of a per-key quantity.
+
+    ``values[label]`` is ``(seeds, T)`` (labels ``causal``, ``window|w``, ``prefix|K``; missing ones
+    are skipped): the causal panel shows bars of the mean over seeds with one standard deviation,
+    the others one line per width or prefix size."""
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), sharey=True)
+    if "causal" in values:
+        v = np.asarray(values["causal"])
+        axes[0].bar(np.arange(1, v.shape[1] + 1), v.mean(0), yerr=v.std(0), capsize=2)
+    for ax, labels in ((axes[1], [(f"window|{w}", f"w = {w}") for w in windows]),
+                       (axes[2], [(f"prefix|{K}", f"K = {K}") for K in prefixes])):
+        for label, text in labels:
+            if label in values:
+                v = np.asarray(values[label])
+                ax.plot(np.arange(1, v.shape[1] + 1), v.mean(0), marker="o", ms=3, label=text)
+        if ax.lines:
+            ax.legend(frameon=False)
+    for ax, title in zip(axes, ["causal", "sliding window", "prefix"]):
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_title(title)
+        ax.set_xlabel("key position k")
+    axes[0].set_ylabel(ylabel)
+    return fig

@@ -180,3 +180,105 @@ def test_publish_and_check_claims(fresh):
     ev.check_claims(rows)
     checks = {c["name"]: c["passed"] for c in report.record()["checks"]}
     assert checks == {"claim-up": True, "claim-down": False, "claim-neg": True}   # "down" fails the build
+
+
+# --------------------------------------------------------------------------- chapter tables
+
+_NAMES = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+
+
+def _fig2_results(depths, shift=0.0, seeds=3):
+    """Figure 2-shaped results: every seed of a (PE, depth) has the same accuracies (no seed spread);
+    No PE's first-vs-last gap is 0.1 * depth + shift, the others' 0."""
+    out = {}
+    for pe in ev.FIG2_PES:
+        for d in depths:
+            acc = {n: 0.5 for n in _NAMES}
+            if pe == "No PE":
+                acc["IC_first_last"] = 0.5 + 0.1 * d / 10 + shift
+            out[f"{pe}|{d}"] = [_unit(acc) for _ in range(seeds)]
+    return out
+
+
+def test_coverage_counts_stored_units_and_keeps_complete_labels():
+    stored = {"a": [{"x": 1}, None], "b": [{"x": 2}, {"x": 3}], "c": [None, None]}
+    cov = ev.coverage(stored)
+    assert (cov["n_units"], cov["n_total"]) == (3, 6) and list(cov["complete"]) == ["b"]
+    assert cov["statement"] == "3 of 6 units committed"
+
+
+def test_fig2_claims_mean_over_depths_keeps_one_depths_test_noise():
+    """Issue 25: the depths share the test sequences, so a per-seed mean over depths is given the
+    binomial error of one depth, not one divided by the number of depths."""
+    n_test = 1000
+    rows = {r["name"]: r for r in ev.fig2_claims(_fig2_results([2, 4, 6]), [2, 4, 6], n_test, per_depth=False)}
+    assert set(rows) == {"depth-nope", "depth-decay", "depth-rope", "nope-early", "middle-last-smaller",
+                         "decay-reduces", "rope-reduces", "decay-more-than-rope"}
+    one_depth = ev.claim("x", "", [0.04] * 3, n_test)["se"]          # no seed spread: binomial part only
+    assert abs(rows["nope-early"]["se"] - one_depth) < 1e-15 and abs(one_depth - (0.5 / n_test) ** 0.5) < 1e-15
+    assert abs(rows["nope-early"]["mean"] - 0.04) < 1e-6 and rows["nope-early"]["depth"] == "mean"
+    assert abs(rows["depth-nope"]["mean"] - 0.04) < 1e-6 and rows["depth-nope"]["accuracy shallow/deep"]
+    assert all(r["accuracy still rising"] is False for r in rows.values())
+
+
+def test_fig2_claims_per_depth_and_single_depth():
+    rows = ev.fig2_claims(_fig2_results([2, 6]), [2, 6], 1000, per_depth=True)
+    assert len(rows) == 3 + 5 * 2 and rows[3]["name"] == "nope-early-2" and rows[-1]["name"] == "decay-more-than-rope-6"
+    assert abs(rows[-2]["mean"] - 0.06) < 1e-6             # rope-reduces at 6 layers: 0.06 - 0
+    single = ev.fig2_claims(_fig2_results([4]), [4], 1000, per_depth=True)
+    assert [r["name"] for r in single] == [f"{n}-4" for n in ["nope-early", "middle-last-smaller", "decay-reduces",
+                                                              "rope-reduces", "decay-more-than-rope"]]
+
+
+def test_fig2_table_rows_and_standard_errors():
+    res = _fig2_results([2, 4])
+    t = ev.fig2_table(res, [2, 4], 1000)
+    assert list(t["PE"]) == list(ev.FIG2_PES) * 2 and list(t["depth"]) == [2, 2, 2, 4, 4, 4]
+    m, se = ev.seed_mean_se(ev.stack(res["No PE|4"], "gaps", "first-last"), 1000)
+    assert t.loc[3, "first-last"] == f"{m:+.3f} ± {se:.3f}" == "+0.040 ± 0.022"
+    assert abs(t.loc[0, "accuracy"] - round((0.52 + 5 * 0.5) / 6, 3)) < 1e-12
+    assert ev.fig2_table(res, [], 1000).empty
+
+
+def _sink_unit(attn: torch.Tensor, mask: torch.Tensor) -> dict:
+    """A unit whose every layer (2) has the mean attention ``attn``."""
+    alpha = ev.sink_alpha(attn, mask)
+    return {"sink_alpha": [alpha.tolist()] * 2, "sink_share": (alpha > 0.3).double().tolist()}
+
+
+def test_sink_claims_on_uniform_and_on_a_first_token_sink():
+    T = 6
+    mask = make_mask("causal", T)
+    uniform = mask.double() / mask.double().sum(-1, keepdim=True)
+    rows, summary = ev.sink_claims([_sink_unit(uniform, mask)] * 2, mask, n_sink=10**6)
+    assert abs(rows[0]["mean"]) < 1e-12 and rows[0]["verdict"] == "inconclusive"
+    assert abs(summary["alpha1"] - summary["alpha1_unif"]) < 1e-12
+    sink = torch.where(mask, 0.0, 0.0).double()
+    sink[:, 0] = 1.0                                      # every query on token 1
+    rows, summary = ev.sink_claims([_sink_unit(sink, mask)] * 2, mask, n_sink=10**6)
+    assert [r["verdict"] for r in rows] == ["reproduced", "reproduced"]
+    assert summary["alpha1"] == 1.0 and summary["share1"] == 1.0 and summary["share_other"] == 0.0
+
+
+def test_u_statistic_and_claim():
+    sweep = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.7],      # U: min(0.9, 0.7) - 0.5 = 0.2
+                          [0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.3]])     # one-sided: 0.3 - 0.5 = -0.2
+    assert torch.allclose(ev.u_statistic(sweep), torch.tensor([0.2, -0.2], dtype=torch.float64))
+    units = [{"sweep_accuracy": sweep[0].tolist()}] * 3
+    row = ev.u_claim("u", "a U", units, n_sweep=2000)
+    assert row["verdict"] == "reproduced" and abs(row["se"] - (0.5 / (2000 * 2 // 3)) ** 0.5) < 1e-12
+
+
+def test_fig6_claims_skip_missing_labels():
+    T = 6
+    e = torch.zeros(2, T, dtype=torch.float64)
+    e[:, 0] = 0.2
+    excess = {"causal": e, "window|4": e * 0.5, "window|12": e, "prefix|2": e}
+    rows = ev.fig6_claims(excess, [4, 8, 12], [2, 4], n_eff=10**6)
+    assert [r["name"] for r in rows] == ["causal-first", "window-grows", "prefix-2", "prefix-2-beyond-first"]
+    assert [r["verdict"] for r in rows] == ["reproduced", "reproduced", "reproduced", "inconclusive"]
+    assert [r["name"] for r in ev.fig6_claims({"causal": e}, [4, 12], [2], 100)] == ["causal-first"]
+
+
+def test_expected_false_verdicts_is_the_two_sided_normal_tail():
+    assert abs(ev.expected_false_verdicts(1) - 0.0455) < 1e-4 and abs(ev.expected_false_verdicts(20, z=1.96) - 1) < 1e-3

@@ -77,3 +77,38 @@ def test_gap_curves_figure_draws_the_mean_gap_per_pe_and_depth():
     banded = figures.gap_curves_figure(res, ["No PE", "decay"], [2], spread=True)
     assert all(len(ax.collections) == 2 for ax in banded.axes)
     plt.close("all")
+
+
+def test_gap_bars_figure_draws_mean_and_standard_error_per_pe():
+    """Figure 2 as bars: one panel per depth, one bar per (gap, PE) at the seed mean, error bar one SE."""
+    import numpy as np
+
+    from posbias import evaluate as ev
+
+    def unit(d: float) -> dict:
+        return {"gaps": {"first-middle": d, "first-last": 2 * d, "middle-last": 0.0}}
+
+    res = {"No PE|2": [unit(0.1), unit(0.3)], "decay|2": [unit(-0.1)] * 2, "No PE|4": [unit(0.0)] * 2,
+           "decay|4": [unit(0.05)] * 2}
+    fig = figures.gap_bars_figure(res, ["No PE", "decay"], [2, 4], n_test=1000)
+    assert len(fig.axes) == 2
+    bars = [p for p in fig.axes[0].patches]
+    assert np.allclose([b.get_height() for b in bars], [0.2, 0.4, 0.0, -0.1, -0.2, 0.0])
+    se = ev.seed_mean_se([0.2, 0.6], 1000)[1]
+    from matplotlib.container import ErrorbarContainer
+    errs = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)]
+    caps = errs[0].lines[2][0].get_segments()                                # No PE's error bars
+    assert abs((caps[1][1][1] - caps[1][0][1]) / 2 - se) < 1e-9
+    empty = figures.gap_bars_figure({}, ["No PE"], [], 1000)
+    assert empty.axes[0].texts[0].get_text() == "no complete depth yet"
+    plt.close("all")
+
+
+def test_sink_panels_figure_skips_missing_labels():
+    import numpy as np
+
+    v = np.tile(np.arange(5.0), (2, 1))
+    fig = figures.sink_panels_figure({"causal": v, "window|4": v, "prefix|2": v * 2}, [4, 8], [2], "share")
+    assert len(fig.axes[0].patches) == 5 and len(fig.axes[1].lines) == 2 and len(fig.axes[2].lines) == 2
+    assert np.allclose(fig.axes[2].lines[0].get_ydata(), 2 * np.arange(5.0))
+    plt.close("all")
