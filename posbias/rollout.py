@@ -1,9 +1,13 @@
 """Cumulative context ``P(t) = A(t) A(t-1) ... A(0)`` (attention rollout)."""
 from __future__ import annotations
 
+import math
+
 import torch
 
-__all__ = ["rollout", "first_position_mass", "layers_to_reach", "stream_rollout", "row_powers"]
+__all__ = ["rollout", "first_position_mass", "layers_to_reach", "stream_rollout", "row_powers",
+           "causal_bound_ratios", "first_mass_drops", "drain_summary",
+           "prefix_rollout"]
 
 
 def rollout(attn: torch.Tensor, residual: bool = False) -> torch.Tensor:
@@ -75,3 +79,105 @@ def row_powers(a: torch.Tensor, row: int, depths: list[int]) -> torch.Tensor:
         if L in want:
             out[L] = v.clone()
     return torch.stack([out[L] for L in depths])
+
+
+def causal_bound_ratios(attn: torch.Tensor, p: torch.Tensor, logit_bound: float) -> dict[str, float]:
+    """Measured mass away from the first positions over Theorem 4.1's bounds (causal stacks).
+
+    ``attn``, ``p``: ``(S, T, n, n)``, causal attention layers and their :func:`rollout`; ``logit_bound``
+    is ``B`` with every logit in ``[-B, B]``. With ``eps = exp(-2B)/n`` and ``P(t)`` built from ``t+1``
+    layers, returns
+
+    - ``generic``: ``max (1 - P(t)_{i1}) / (1 - eps)^(t+1)`` over samples, ``t`` and ``i``;
+    - ``last``: the same maximum at the last layer only;
+    - ``sharp``: ``max P(z_i(t) >= j) / (1 - (j-1) eps_min)^(t+1)`` over samples, ``t``, ``i`` and
+      ``j >= 2``, with ``eps_min`` the smallest allowed attention weight drawn (``inf`` where the bound is
+      0 and mass remains).
+
+    Every ratio is at most 1 when the bounds hold.
+    """
+    n, depth = p.shape[-1], p.shape[-3]
+    t = torch.arange(1, depth + 1, dtype=torch.float64)                  # t+1 layers in P(t)
+    resid = 1 - first_position_mass(p)                                    # (S, T, n)
+    generic = (1 - math.exp(-2 * logit_bound) / n) ** t                   # (T,)
+    eps_min = float(attn.masked_select(torch.ones(n, n, dtype=torch.bool).tril()).min())
+    tail = p.flip(-1).cumsum(-1).flip(-1)                                 # tail[..., j] = P(z >= j)
+    earlier = torch.arange(n, dtype=torch.float64)                        # positions before j (0-based j)
+    sharp = ((1 - earlier * eps_min).clamp(min=0)[None, :] ** t[:, None])[None, :, None, :]
+    ratio = torch.where(sharp > 0, tail / sharp.clamp(min=1e-300),
+                        torch.where(tail > 1e-15, torch.inf, 0.0))
+    return {"generic": float((resid / generic[None, :, None]).max()),
+            "last": float((resid[:, -1] / generic[-1]).max()),
+            "sharp": float(ratio[..., 1:].max())}
+
+
+def first_mass_drops(p: torch.Tensor, tol: float = 1e-12) -> tuple[int, int]:
+    """How often a row loses mass on position 1 from one layer to the next.
+
+    ``p``: ``(S, T, n, n)`` rollouts. Returns ``(drops, cases)``: the number of (sample, layer, row)
+    with ``P(t+1)_{i1} < P(t)_{i1} - tol``, and the number of such cases, ``S (T-1) n``.
+    """
+    first = p[..., 0]                                                     # (S, T, n)
+    step = first[:, 1:] - first[:, :-1]
+    return int((step < -tol).sum()), step.numel()
+
+
+def drain_summary(mass: torch.Tensor, hops: torch.Tensor, level: float) -> dict:
+    """How the mass on position 1 builds up over depth, for one mask.
+
+    ``mass``: ``(S, T, n)``, ``P(t)_{i1}`` for ``S`` samples after ``t+1`` layers; ``hops``: ``(n,)``,
+    each token's hop distance to position 1 (:func:`posbias.masks.hop_distance`); ``level``: the mass
+    the last token should reach. Returns
+
+    - ``reach_ok``: every token's first layer count with positive mass equals its hop distance
+      (at least 1);
+    - ``never``: samples whose last token never reaches ``level`` within ``T`` layers;
+    - ``needed``: mean layers the last token needs to reach ``level`` (over the samples that do;
+      ``nan`` if none), ``needed_min`` their minimum (``-1`` if none);
+    - ``final_deficit``: ``max (1 - P(T-1)_{i1})`` over samples and tokens.
+    """
+    first_pos = (mass > 0).to(torch.int8).argmax(dim=1) + 1                # (S, n)
+    reach = layers_to_reach(mass[:, :, -1], level)                          # (S,), -1 = never
+    hit = reach[reach > 0]
+    return {"reach_ok": bool((first_pos == hops.clamp(min=1)).all()),
+            "never": int((reach < 0).sum()),
+            "needed": float(hit.double().mean()) if hit.numel() else float("nan"),
+            "needed_min": int(hit.min()) if hit.numel() else -1,
+            "final_deficit": float((1 - mass[:, -1]).max())}
+
+
+def prefix_rollout(layers, k: int, logit_bound: float) -> dict:
+    """Roll out layers under a prefix mask of ``k`` tokens and measure Theorem 4.3's bound.
+
+    ``layers``: an iterable of ``A(t)``, each ``(S, n, n)``; ``logit_bound``: ``B`` with every logit in
+    ``[-B, B]``. With ``mu_t = min_l sum_{j<k} A(t)_{lj}`` (the smallest mass a layer sends into the
+    prefix) and ``L`` layers, returns
+
+    - ``kept``: ``(S, L, n, k)``, the prefix columns of ``P(t)``; ``deficit``: ``(S, L, n)``,
+      ``1 -`` the prefix mass;
+    - ``drawn_ratio``: ``max deficit / prod_{s<=t} (1 - mu_s)`` (the bound with the weights drawn);
+    - ``generic_ratio``: ``max deficit / (1 - k e^{-2B}/n)^(t+1)`` (the bound A1-A2 give);
+    - ``share_min``: the smallest ``P(t)_{ij}``, ``j < k``; ``share_floor_ok``: every such entry is at
+      least ``min_l A(0)_{lj}``; ``a_priori``: ``e^{-2B}/n``; ``final``: the largest last-layer deficit.
+    """
+    mu, floor0 = [], []
+
+    def tap(stream):
+        for t, a in enumerate(stream):
+            mu.append(a[..., :k].sum(-1).amin(-1))                         # (S,)
+            if t == 0:
+                floor0.append(a[..., :k].amin(-2))                         # (S, k)
+            yield a
+
+    kept, _ = stream_rollout(tap(layers), cols=list(range(k)))             # (S, L, n, k)
+    n, depth = kept.shape[-2], kept.shape[-3]
+    deficit = 1 - kept.sum(-1)                                             # (S, L, n)
+    drawn_bound = torch.cumprod(1 - torch.stack(mu, 1), dim=1)            # (S, L)
+    a_priori = math.exp(-2 * logit_bound) / n
+    generic = (1 - k * a_priori) ** torch.arange(1, depth + 1, dtype=torch.float64)
+    return {"kept": kept, "deficit": deficit,
+            "drawn_ratio": float((deficit.amax(-1) / drawn_bound).max()),
+            "generic_ratio": float((deficit.amax(-1) / generic).max()),
+            "share_min": float(kept.amin(dim=(1, 2)).min()),
+            "share_floor_ok": bool((kept >= floor0[0][:, None, None, :] - 1e-12).all()),
+            "a_priori": a_priori, "final": float(deficit[:, -1].max())}

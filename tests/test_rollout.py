@@ -56,3 +56,68 @@ def test_residual_rollout_keeps_half_on_self_after_one_layer():
 def test_layers_to_reach():
     mass = torch.tensor([[0.1, 0.4, 0.7, 0.9], [0.0, 0.0, 0.1, 0.2]])
     assert layers_to_reach(mass, 0.5).tolist() == [3, -1]
+
+
+def test_causal_bound_ratios_hold_on_random_stacks_and_match_a_direct_count():
+    import math
+
+    from posbias.masks import causal_mask
+    from posbias.rollout import causal_bound_ratios
+
+    n, depth = 6, 5
+    attn, b = random_attention_stack(causal_mask(n), depth, d=4, weight_norm=1.5, samples=3, seed=1)
+    p = rollout(attn)
+    r = causal_bound_ratios(attn, p, b)
+    assert 0 < r["last"] <= r["generic"] <= 1 and 0 < r["sharp"] <= 1
+    eps, eps_min = math.exp(-2 * b) / n, float(attn.masked_select(causal_mask(n)).min())
+    generic = sharp = 0.0
+    for s in range(3):
+        for t in range(depth):
+            for i in range(n):
+                generic = max(generic, (1 - float(p[s, t, i, 0])) / (1 - eps) ** (t + 1))
+                for j in range(1, n):       # 0-based j: j earlier positions
+                    sharp = max(sharp, float(p[s, t, i, j:].sum()) / (1 - j * eps_min) ** (t + 1))
+    assert math.isclose(r["generic"], generic, rel_tol=1e-9) and math.isclose(r["sharp"], sharp, rel_tol=1e-9)
+
+
+def test_first_mass_drops_counts_a_row_that_loses_mass():
+    from posbias.rollout import first_mass_drops
+
+    a0 = torch.tensor([[1.0, 0, 0], [0.01, 0.99, 0], [0.9, 0.05, 0.05]], dtype=torch.float64)
+    a1 = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.01, 0.98, 0.01]], dtype=torch.float64)
+    p = rollout(torch.stack([a0, a1]))[None]
+    assert first_mass_drops(p) == (1, 3)          # row 3 drops (0.9 -> 0.0278); rows 1 and 2 do not
+    assert first_mass_drops(rollout(torch.stack([a0, a0]))[None])[0] == 0
+
+
+def test_drain_summary_on_a_hand_made_mass_curve():
+    from posbias.rollout import drain_summary
+
+    # two samples, 4 layers, 3 tokens; hop distances 0, 1, 2
+    mass = torch.tensor([[[1, 0.0, 0.0], [1, 0.3, 0.2], [1, 0.6, 0.55], [1, 0.9, 0.97]],
+                         [[1, 0.0, 0.0], [1, 0.5, 0.1], [1, 0.7, 0.3], [1, 0.8, 0.45]]], dtype=torch.float64)
+    s = drain_summary(mass, torch.tensor([0, 1, 2]), level=0.5)
+    assert s["never"] == 1 and s["needed"] == 3.0 and s["needed_min"] == 3
+    assert not s["reach_ok"]                         # token 2, one hop away, has no mass after 1 layer
+    assert abs(s["final_deficit"] - 0.55) < 1e-12
+    mass[:, 0, 1] = 0.1                              # now it has: every first contact is at its hop count
+    assert drain_summary(mass, torch.tensor([0, 1, 2]), level=0.5)["reach_ok"]
+    mass[0, 0, 2] = 0.1                              # token 3 touched position 1 a layer too early
+    assert not drain_summary(mass, torch.tensor([0, 1, 2]), level=0.5)["reach_ok"]
+
+
+def test_prefix_rollout_keeps_the_prefix_columns_and_its_bounds_hold():
+    from posbias.masks import prefix_mask
+    from posbias.rollout import prefix_rollout
+
+    n, k, depth = 10, 3, 6
+    attn, b = random_attention_stack(prefix_mask(n, k), depth, d=4, weight_norm=1.5, samples=2, seed=3)
+    r = prefix_rollout(iter(attn.unbind(1)), k, b)                     # layers (S, n, n), one at a time
+    p = rollout(attn)
+    assert torch.allclose(r["kept"], p[..., :k], atol=1e-12)
+    assert torch.allclose(r["deficit"], 1 - p[..., :k].sum(-1), atol=1e-12)
+    mu = attn[..., :k].sum(-1).amin(-1)                                # (S, L)
+    drawn = float(((1 - p[..., :k].sum(-1)).amax(-1) / torch.cumprod(1 - mu, 1)).max())
+    assert abs(r["drawn_ratio"] - drawn) < 1e-9 and 0 < r["drawn_ratio"] <= 1 and r["generic_ratio"] <= 1
+    assert r["share_floor_ok"] and r["share_min"] >= r["a_priori"]
+    assert abs(r["final"] - float((1 - p[:, -1, :, :k].sum(-1)).max())) < 1e-12
