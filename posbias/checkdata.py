@@ -219,13 +219,15 @@ def _threads(n: int | None) -> Iterator[None]:
 
 
 def _recompute(row: Row, rec: dict[str, Any], spec: Recompute) -> None:
-    recorded = rec.get("provenance", {}).get("cpu")
-    if recorded != cpu_info():
-        spec = spec.across_cpus()
+    recorded, device = rec.get("provenance", {}).get("cpu"), str(rec.get("provenance", {}).get("device") or "cpu")
+    if recorded != cpu_info() or not device.startswith("cpu"):
+        spec = spec.across_cpus()       # a GPU's kernels round differently too: the same, stated tolerance
         row.tolerance = _tolerance(spec)
         here = cpu_info()
         row.notes.append(
-            ("computed on a CPU its provenance does not name" if recorded is None else
+            (f"computed on {device} ({rec['provenance'].get('device_name', 'a GPU')}), recomputed on this CPU"
+             if not device.startswith("cpu") else
+             "computed on a CPU its provenance does not name" if recorded is None else
              f"computed on another CPU ({_cpu_name(recorded)}; this one: {_cpu_name(here)})")
             + f": compared within {row.tolerance}" + (f" ({spec.tolerance_note})" if spec.tolerance_note else ""))
     t0 = time.perf_counter()

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from posbias import train
+from posbias import parking
 from posbias.training import campaigns, engine, loop, planning
 from posbias.training import checkpoints as ck
 from posbias.model import MemberConfig
@@ -338,7 +339,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     from posbias import checkdata, store
 
     data = _own_data(tmp_path, monkeypatch)
-    monkeypatch.setattr(store, "PART_BYTES", 2**15)     # so that this small checkpoint is committed in several parts
+    monkeypatch.setattr(parking, "PART_BYTES", 2**15)     # so that this small checkpoint is committed in several parts
     kw = dict(steps=5, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
     units = train.campaign_units("wu-fig-6", **kw, windows=[4], prefixes=[2])
     flat = campaigns.distinct(units)
@@ -359,13 +360,13 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         worker.start()
         worker.join(timeout=120)
     assert got_park == [{"parked": 1, "kept": 0, "removed": 0}]
-    (parked,) = store.parked_checkpoints()
+    (parked,) = parking.parked_checkpoints()
     assert parked == ck.parked_of(flat) and parked.parent == data / "checkpoints" / "wu-units"
-    parts = store.parked_parts(parked)
-    assert parts == store.parked_files() and len(parts) > 1 and not parked.exists()
+    parts = parking.parked_parts(parked)
+    assert parts == parking.parked_files() and len(parts) > 1 and not parked.exists()
     manifest = json.loads((data / "manifest.json").read_text())
     assert manifest == {str(p.relative_to(data)): store.sha256_file(p) for p in parts}
-    st = torch.load(io.BytesIO(store.parked_checkpoint(parked)), weights_only=False)
+    st = torch.load(io.BytesIO(parking.parked_checkpoint(parked)), weights_only=False)
     assert st["step"] == 3 and st["parked"]["step"] == 3 and st["parked"]["seeds"] == [0, 1] * 3
     assert [s["from_step"] for s in st["sittings"]] == [0] and "git" in st["sittings"][0]
     assert st["sittings"][0]["from_wall"] == 0.0
@@ -393,7 +394,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         assert first["from_wall"] == 0.0 < second["from_wall"] <= rec["result"]["train_seconds_ensemble"]
         assert all(s["cpu"] == rec["provenance"]["cpu"] for s in rec["provenance"]["sittings"])
     assert park() == {"parked": 0, "kept": 0, "removed": 1}
-    assert store.parked_files() == [] and json.loads((data / "manifest.json").read_text()) == {}
+    assert parking.parked_files() == [] and json.loads((data / "manifest.json").read_text()) == {}
 
     # a committed checkpoint whose bytes differ from the manifest is refused: training starts at step 0
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-3"))
@@ -402,7 +403,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         _sigterm_in_step(m)
         train.run_campaign("wu-fig-5", "smoke", progress=False, log=quiet, **other)
     assert train.park_campaign("wu-fig-5", "smoke", log=quiet, **other)["parked"] == 1
-    part = store.parked_files()[-1]
+    part = parking.parked_files()[-1]
     part.write_bytes(part.read_bytes() + b"\0")
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-4"))
     lines.clear()
@@ -451,13 +452,13 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     assert status() == [(2, 4, None), (2, 3, 4), (2, None, None)]
     assert "it will be split from" in train.format_status(train.campaign_status("wu-fig-2", "smoke", **kw))
     assert park() == {"parked": 1, "kept": 0, "removed": 0}      # the 4-unit one stays: decay needs it
-    assert len(store.parked_checkpoints()) == 2
+    assert len(parking.parked_checkpoints()) == 2
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # No PE finishes; decay is cut, stops at 4
         _sigterm_in_step(m, n=5)
         run(log=quiet)
     assert status() == [(2, 4, None), (2, None, None)]
     assert park() == {"parked": 1, "kept": 0, "removed": 2}      # decay's parked; No PE stored; the 4-unit one unneeded
-    assert store.parked_checkpoints() == [ck.parked_of(none[2:])] and store.verify_data(log=quiet) == []
+    assert parking.parked_checkpoints() == [ck.parked_of(none[2:])] and store.verify_data(log=quiet) == []
     got = run(log=quiet)
     assert not list((tmp_path / "cache" / "wu-units").glob("*.ckpt/state.pt"))    # every checkpoint removed
     results = [got[f"{name}|2"][i] for name in ("No PE", "decay") for i in (0, 1)]
@@ -477,6 +478,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
 _ALLOCATOR_CHILD = """
 import json, sys, torch
 from posbias import train
+from posbias import parking
 from posbias.training import campaigns, engine, loop, planning
 from posbias.training import checkpoints as ck
 from posbias.model import MemberConfig
@@ -531,3 +533,41 @@ def test_profiles_repeat_the_chapters_front_matter(chapter, profile):
     for name, value in train.PROFILES[profile].items():
         if name not in free:
             assert overrides[name] == value, (chapter, profile, name, overrides[name], value)
+
+
+def test_device_honours_posbias_device(monkeypatch):
+    """`posbias run --device cpu` sets POSBIAS_DEVICE for the kernel: training then uses the CPU even
+    where CUDA is present (here pretended), and the provenance records the device actually used."""
+    from posbias.training import units
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("POSBIAS_DEVICE", "cpu")
+    assert units.device() == torch.device("cpu")
+    monkeypatch.setenv("POSBIAS_DEVICE", "auto")
+    assert units.device() == torch.device("cuda")
+    monkeypatch.delenv("POSBIAS_DEVICE")
+    assert units.device() == torch.device("cuda")
+    monkeypatch.setenv("POSBIAS_DEVICE", "tpu")
+    with pytest.raises(ValueError, match="choose one of auto, cpu, cuda"):
+        units.device()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("POSBIAS_DEVICE", "cuda")
+    with pytest.raises(RuntimeError, match="sees no CUDA device"):
+        units.device()
+
+
+def test_a_unit_trained_on_a_gpu_is_read_by_a_cpu_build(tmp_path, monkeypatch):
+    """The device is provenance, not identity: a unit whose sittings say it trained on CUDA is stored
+    under the key of the same unit on the CPU, and a CPU build finds it, its provenance naming the GPU."""
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.setenv("POSBIAS_DEVICE", "cpu")
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
+    (u,) = train.campaign_units("wu-fig-5", **kw)["causal|none"]
+    (result,) = train.train_units([u], progress=False, log=lambda s: None)
+    gpu = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "torch_threads": 1, "from_step": 0}
+    campaigns.store_unit(u, result, [gpu])
+    assert train.stored_campaign("wu-fig-5", "smoke", **kw) == {"causal|none": [result]}
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
+    assert rec["provenance"]["device"] == "cuda" and rec["provenance"]["device_name"].startswith("NVIDIA")
+    assert "_device" not in rec["params"] and rec["provenance"]["sittings"] == [gpu]

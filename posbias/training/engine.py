@@ -106,10 +106,11 @@ def train_part(part: list[Unit], *, threads: int, expect: dict[str, str] | None 
         raise VersionMismatch(f"worker {getattr(worker, 'address', os.getpid())} differs from the driver: {bad}; "
                               "start the workers from the same checkout and environment as the driver")
 
-    def say(msg: str) -> None:
+    def say(msg: str) -> None:       # on a worker, to the driver's log; here, to ours
         if worker is not None:
             worker.log_event(LOG_TOPIC, f"[{worker.address}] {msg}")
-        (log or print)(msg)
+        else:
+            (log or print)(msg)
 
     last = [0.0]
 
