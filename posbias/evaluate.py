@@ -501,3 +501,20 @@ def expected_false_verdicts(n_claims: int, z: float = 2.0) -> float:
     import math
 
     return n_claims * math.erfc(z / math.sqrt(2))
+
+
+def check_attention_records(units: list[dict], mask: torch.Tensor, *, prefix: str = "") -> None:
+    """Assert (``report.check``) that the stored attention of single-mask units is sound: every mean
+    map ``(seeds, depth, T, T)`` is row-stochastic with no weight outside ``mask``
+    (``<prefix>attention-masked``), and the stored ``alpha_k`` (a mean over sequences) equals
+    ``alpha_k`` of the mean map, as it must since ``alpha_k`` is linear in the attention
+    (``<prefix>alpha-recomputed``)."""
+    from . import report
+
+    maps = stack(units, "mean_attention")
+    leak = attention_residual(maps, mask)
+    report.check(f"{prefix}attention-masked", "mean attention maps are row-stochastic with no weight outside the "
+                 "mask", value=leak, expected="< 1e-5", passed=leak < 1e-5)
+    gap = float((sink_alpha(maps, mask) - stack(units, "sink_alpha")).abs().max())
+    report.check(f"{prefix}alpha-recomputed", "stored alpha_k (mean over sequences) equals alpha_k of the mean "
+                 "attention map", value=gap, expected="< 1e-5", passed=gap < 1e-5)

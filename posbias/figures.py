@@ -204,3 +204,42 @@ def sink_panels_figure(values: dict[str, Any], windows: list[int], prefixes: lis
         ax.set_xlabel("key position k")
     axes[0].set_ylabel(ylabel)
     return fig
+
+
+def attention_maps_figure(maps: Any, mask: Any, title: str = "") -> matplotlib.figure.Figure:
+    """Wu et al.'s Figure 5 layout: one heat map per layer of a mean attention map ``(depth, T, T)``
+    (rows: queries, columns: keys), masked entries blank, tokens labelled ``x1 l1 ... x8 l8 xq``."""
+    import numpy as np
+
+    maps = np.array(maps, dtype=float)
+    depth, T = maps.shape[0], maps.shape[-1]
+    fig, axes = plt.subplots(1, depth, figsize=(4 * depth, 3.6), squeeze=False)
+    labels = [f"x{i // 2 + 1}" if i % 2 == 0 else f"l{i // 2 + 1}" for i in range(T - 1)] + ["xq"]
+    for t, ax in enumerate(axes[0]):
+        m = maps[t].copy()
+        m[~np.asarray(mask, dtype=bool)] = np.nan
+        im = ax.imshow(m, cmap="viridis", vmin=0)
+        ax.grid(False)
+        ax.set_title(f"layer {t + 1}{title}")
+        ax.set_xticks(range(T), labels, fontsize=6, rotation=90)
+        ax.set_yticks(range(T), labels, fontsize=6)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    return fig
+
+
+def alpha_profile_figure(alpha: Any, alpha_unif: Any) -> matplotlib.figure.Figure:
+    """``alpha_k`` of each layer against key position, mean over seeds with one standard deviation,
+    from ``alpha`` ``(seeds, depth, T)``, beside the uniform-attention baseline ``alpha_unif`` ``(T,)``."""
+    import numpy as np
+
+    alpha = np.asarray(alpha, dtype=float)
+    k = np.arange(1, alpha.shape[-1] + 1)
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for t in range(alpha.shape[1]):
+        ax.errorbar(k, alpha[:, t].mean(0), yerr=alpha[:, t].std(0), marker="o", ms=3, capsize=2,
+                    label=f"layer {t + 1}")
+    ax.plot(k, np.asarray(alpha_unif, dtype=float), "k--", lw=1, label="uniform attention")
+    ax.set_xlabel("key position k")
+    ax.set_ylabel(r"$\alpha_k$")
+    ax.legend(frameon=False)
+    return fig

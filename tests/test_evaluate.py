@@ -282,3 +282,19 @@ def test_fig6_claims_skip_missing_labels():
 
 def test_expected_false_verdicts_is_the_two_sided_normal_tail():
     assert abs(ev.expected_false_verdicts(1) - 0.0455) < 1e-4 and abs(ev.expected_false_verdicts(20, z=1.96) - 1) < 1e-3
+
+
+def test_check_attention_records_fails_on_a_leak_and_on_stale_alpha(fresh):
+    from posbias import report
+
+    T = 5
+    mask = make_mask("causal", T)
+    uniform = mask.double() / mask.double().sum(-1, keepdim=True)
+    sound = {"mean_attention": [uniform.tolist()] * 2, "sink_alpha": [ev.sink_alpha(uniform, mask).tolist()] * 2}
+    leaky = {**sound, "mean_attention": [torch.full((T, T), 1 / T).tolist()] * 2}
+    stale = {**sound, "sink_alpha": [(ev.sink_alpha(uniform, mask) + 0.01).tolist()] * 2}
+    for prefix, units in [("a-", [sound]), ("b-", [sound, leaky]), ("c-", [stale])]:
+        ev.check_attention_records(units, mask, prefix=prefix)
+    checks = {c["name"]: c["passed"] for c in report.record()["checks"]}
+    assert checks == {"a-attention-masked": True, "a-alpha-recomputed": True, "b-attention-masked": False,
+                      "b-alpha-recomputed": False, "c-attention-masked": True, "c-alpha-recomputed": False}

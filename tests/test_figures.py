@@ -112,3 +112,24 @@ def test_sink_panels_figure_skips_missing_labels():
     assert len(fig.axes[0].patches) == 5 and len(fig.axes[1].lines) == 2 and len(fig.axes[2].lines) == 2
     assert np.allclose(fig.axes[2].lines[0].get_ydata(), 2 * np.arange(5.0))
     plt.close("all")
+
+
+def test_attention_maps_and_alpha_profile_figures():
+    import numpy as np
+    import torch
+
+    from posbias import evaluate as ev
+    from posbias.masks import causal_mask
+
+    T = 5
+    mask = causal_mask(T)
+    uniform = (mask.double() / mask.double().sum(-1, keepdim=True)).numpy()
+    fig = figures.attention_maps_figure(np.stack([uniform, uniform]), mask)
+    heat = [ax for ax in fig.axes if ax.images]
+    shown = np.ma.filled(heat[0].images[0].get_array(), np.nan)
+    assert len(heat) == 2 and np.isnan(shown[0, 1]) and shown[1, 0] == 0.5             # a future key is blank
+    alpha = ev.sink_alpha(torch.as_tensor(uniform), mask)
+    fig = figures.alpha_profile_figure(np.tile(alpha.numpy(), (3, 2, 1)), ev.uniform_sink_alpha(mask))
+    lines = fig.axes[0].lines
+    assert np.allclose(lines[0].get_ydata(), alpha.numpy()) and np.allclose(lines[-1].get_ydata(), alpha.numpy())
+    plt.close("all")
