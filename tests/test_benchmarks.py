@@ -37,3 +37,14 @@ def test_throughput_benchmark_runs_and_writes_its_report(tmp_path):
     assert "Figure 2 at paper settings" in proc.stdout
     prov = rep["provenance"]
     assert rep["argv"][:2] == ["--depths", "2"] and prov["wall_seconds"] > 0 and "commit" in prov["git"] and prov["cpu"]
+
+
+def test_campaign_throughput_benchmark_runs_the_three_modes(tmp_path):
+    out = tmp_path / "campaign.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "campaign_throughput.py"), "--steps", "2", "--seeds", "1",
+                           "--rounds", "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.read_text())
+    assert [r["mode"] for r in rep["runs"]] == ["process", "1 worker", "2 workers"]
+    assert all(r["units"] == 7 and r["wall_seconds"] > 0 for r in rep["runs"])
+    assert rep["two_workers_over_one"] > 0 and "2 workers / 1 worker" in proc.stdout and rep["provenance"]["git"]
