@@ -54,6 +54,8 @@ __all__ = [
     "noln_mean_field",
     "compare_increments",
     "rope_layer1_scores",
+    "mean_field_excess",
+    "score_map_grid",
 ]
 
 LN_EPS = 1e-12
@@ -446,11 +448,11 @@ def noln_mean_field(n: int, d: int, alpha: float = 0.0, depth: int = 4, *, resid
 
 
 def compare_increments(res: SimResult, d: int, alpha: float, *, residual: bool = False, factor: float = 1.0,
-                       n_se: float = 3.0) -> dict:
+                       n_se: float = 3.0, tol: float | None = None) -> dict:
     """Layer-2 increments ``s[i, i-1] - s[i, 0]`` (rows ``i >= 2``, 0-based) measured against the closed form.
 
     The closed form is :func:`layer2_scores` times ``factor``; the tolerance is
-    ``tol(d) = 2/sqrt(d) + expansion_parameter`` relative, plus ``n_se`` standard errors (the SE of a
+    ``tol(d) = 2/sqrt(d) + expansion_parameter`` relative (or the ``tol`` given), plus ``n_se`` standard errors (the SE of a
     difference bounded by the sum of the two SEs). The pooled within-row slope (:func:`row_slope`, with
     its own, much smaller, SE) is compared with the same relative tolerance. Returns arrays ``mc``,
     ``pred``, ``paper``, ``se`` ``(n-2,)``, the slopes ``slope_mc``, ``slope_se``, ``slope_pred``,
@@ -466,7 +468,8 @@ def compare_increments(res: SimResult, d: int, alpha: float, *, residual: bool =
     paper = inc(layer2_scores(n, d, alpha, residual=residual, finite_d=False).numpy())
     mc = inc(res.score_mean[1])
     se = np.array([res.score_se[1][i, i - 1] + res.score_se[1][i, 0] for i in range(2, n)])
-    tol = 2.0 / math.sqrt(d) + expansion_parameter(n, d, alpha)
+    if tol is None:
+        tol = 2.0 / math.sqrt(d) + expansion_parameter(n, d, alpha)
     excess = float((np.abs(mc - pred) - (tol * np.abs(pred) + n_se * se)).max())
     slope_mc, slope_se = float(res.slope_mean[1]), float(res.slope_se[1])
     slope_pred = factor * layer2_slope(n, d, alpha, residual=residual)
@@ -488,3 +491,45 @@ def rope_layer1_scores(n: int, d: int, alpha: float, base: float = 10000.0) -> t
     s = alpha * math.sqrt(d) * rel
     s.fill_diagonal_(math.sqrt(d))
     return s.masked_fill(~causal_mask(n), float("nan"))
+
+
+def mean_field_excess(res: SimResult, d: int, *, alpha: float = 0.0, rel_tol: float | None = None,
+                      n_se: float = 4.5) -> tuple[float, float]:
+    """How far a simulated stack without LayerNorm lies from :func:`noln_mean_field`.
+
+    ``res``: a :func:`simulate` result with ``layernorm=False`` (``score_mean``, ``score_se`` of shape
+    ``(T, n, n)``). Over every layer and every ``i >= j`` returns ``(excess, rel_err2)``: ``excess``, the
+    largest ``|MC - mean field| - (rel_tol |mean field| + n_se SE)`` (``<= 0`` passes; ``rel_tol``
+    defaults to ``1/d``), and ``rel_err2``, the largest relative error ``|MC - mean field| / |mean field|``
+    at layer 2.
+    """
+    depth, n = res.score_mean.shape[0], res.score_mean.shape[-1]
+    rel_tol = 1.0 / d if rel_tol is None else rel_tol
+    low = np.tril(np.ones((n, n), dtype=bool))
+    mf = noln_mean_field(n, d, alpha, depth).numpy()
+    err = np.abs(res.score_mean - mf)                                      # (T, n, n)
+    allowed = rel_tol * np.abs(mf) + n_se * res.score_se
+    return float((err - allowed)[:, low].max()), float((err[1] / np.abs(mf[1]))[low].max())
+
+
+def score_map_grid(rows: list[tuple[str, dict]], results: dict, d_list: list[int], depth: int, title: str):
+    """A grid of mean score maps: one row per configuration, ``depth`` panels per width.
+
+    ``rows``: ``[(name, config), ...]``; ``results[(name, d)]``: a :func:`simulate` result whose
+    ``score_mean`` is ``(T >= depth, n, n)`` and ``rp`` ``(T,)``. Panels are drawn by
+    :func:`plot_score_map` without ticks; returns the matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(rows), depth * len(d_list), squeeze=False,
+                             figsize=(1.9 * depth * len(d_list), 1.9 * len(rows)))
+    for r, (name, _) in enumerate(rows):
+        for c, d in enumerate(d_list):
+            res = results[(name, d)]
+            for t in range(depth):
+                ax = axes[r, c * depth + t]
+                plot_score_map(ax, res.score_mean[t], f"{name}\nd={d}, layer {t + 1}", rp=float(res.rp[t]))
+                ax.set_xticks([])
+                ax.set_yticks([])
+    fig.suptitle(title, fontsize=10)
+    return fig

@@ -19,6 +19,7 @@ __all__ = [
     "MASKS",
     "reachability",
     "center_nodes",
+    "is_closed",
     "hop_distance",
     "window_hops",
 ]
@@ -111,6 +112,16 @@ def center_nodes(mask: torch.Tensor) -> list[int]:
     """Positions (0-based) reachable from every token by some directed walk: the center nodes."""
     reach = reachability(mask)
     return [int(j) for j in torch.nonzero(reach.all(dim=0)).flatten()]
+
+
+def is_closed(mask: torch.Tensor, nodes: list[int]) -> bool:
+    """Whether no edge leaves ``nodes``: the tokens in ``nodes`` attend only to tokens in ``nodes``.
+
+    ``mask``: ``(n, n)`` boolean, ``mask[i, j]`` when token ``i`` sees ``j``; ``nodes``: 0-based positions.
+    """
+    outside = torch.ones(mask.shape[-1], dtype=torch.bool)
+    outside[list(nodes)] = False
+    return not bool(mask[list(nodes)][:, outside].any())
 
 
 def hop_distance(mask: torch.Tensor, target: int = 0) -> torch.Tensor:

@@ -252,3 +252,42 @@ def test_noln_mean_field_with_decay_adds_the_bias_at_layer_one():
     dec = lnsim.noln_mean_field(6, 16, 0.0, 2, decay=0.4)
     low = torch.tril(torch.ones(6, 6, dtype=torch.bool))
     assert torch.allclose((dec[0] - plain[0])[low], decay_bias(6, 0.4)[low])
+
+
+def test_compare_increments_takes_a_tolerance():
+    from posbias import lnsim
+
+    res = lnsim.simulate(n=6, d=16, alpha=0.0, depth=2, sims=64, seed=0)
+    wide = lnsim.compare_increments(res, 16, 0.0)
+    tight = lnsim.compare_increments(res, 16, 0.0, tol=0.0)
+    assert wide["tol"] == 2.0 / 16**0.5 + lnsim.expansion_parameter(6, 16, 0.0) and tight["tol"] == 0.0
+    # a zero relative tolerance allows only the standard errors: the excess can only grow
+    assert tight["excess"] > wide["excess"]
+    assert np.array_equal(tight["mc"], wide["mc"]) and tight["slope_pred"] == wide["slope_pred"]
+
+
+def test_mean_field_excess_without_layernorm():
+    from posbias import lnsim
+
+    res = lnsim.simulate(n=6, d=32, alpha=0.0, depth=3, sims=2000, seed=1, layernorm=False)
+    excess, rel2 = lnsim.mean_field_excess(res, 32)
+    assert excess <= 0 and 0 < rel2 < 1                          # within |mf|/d + 4.5 SE, as kim-prop-1 checks
+    raw, _ = lnsim.mean_field_excess(res, 32, rel_tol=0.0, n_se=0.0)
+    mf = lnsim.noln_mean_field(6, 32, 0.0, 3).numpy()
+    low = np.tril(np.ones((6, 6), dtype=bool))
+    assert raw == float(np.abs(res.score_mean - mf)[:, low].max()) > excess
+
+
+def test_score_map_grid_draws_one_panel_per_row_width_and_layer():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from posbias import lnsim
+
+    rows = [("LN", dict(layernorm=True)), ("no LN", dict(layernorm=False))]
+    res = {(name, d): lnsim.simulate(n=5, d=d, depth=3, sims=20, seed=0, **cfg)
+           for name, cfg in rows for d in (8, 16)}
+    fig = lnsim.score_map_grid(rows, res, [8, 16], 2, "title")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 2 * 2 * 2 and fig._suptitle.get_text() == "title"
+    assert panels[0].get_title().startswith("LN\nd=8, layer 1") and panels[-1].get_title().endswith("layer 2")

@@ -76,3 +76,11 @@ def test_bad_input_is_refused():
         prefix_mask(5, 6)
     with pytest.raises(ValueError, match="unknown mask"):
         make_mask("diagonal", 5)
+
+
+def test_is_closed_on_the_center_sets_and_off_them():
+    from posbias.masks import causal_mask, is_closed, prefix_mask
+
+    assert is_closed(causal_mask(6), [0]) and is_closed(prefix_mask(6, 3), [0, 1, 2])
+    assert not is_closed(causal_mask(6), [1])              # token 2 sees token 1
+    assert not is_closed(prefix_mask(6, 3), [0, 1])         # the prefix tokens see each other
