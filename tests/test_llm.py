@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -291,7 +292,111 @@ def test_retrieval_chapter_on_smollm2():
         assert r["copied"] == llm.copied_pair(ex, r["answer"])
         if r["correct"]:
             assert r["copied"] == r["gold"]                                 # the right value is the copied pair
-    _, tok = llm.load_decoder()
+    model, tok = llm.load_decoder()
+    assert llm.SMOLLM2_KV == {"layers": model.config.num_hidden_layers,
+                              "kv_heads": model.config.num_key_value_heads,
+                              "head_dim": model.config.hidden_size // model.config.num_attention_heads}
     ex = llm.kv_example(n_pairs, 0, 1, 4)
     assert res["prompt_tokens"] == len(tok(llm.kv_prompt(ex, tok), add_special_tokens=False)["input_ids"])
     assert rows[0]["logp"] == llm.retrieve(llm.load_decoder()[0], tok, llm.kv_example(n_pairs, 0, 1_000_003, 4))["logp"]
+
+
+# --- what the chapters read off the stored summaries ------------------------------------------
+
+
+def test_uniform_alpha_first_is_harmonic_over_n():
+    for n in (1, 2, 7, 64):
+        assert llm.uniform_alpha_first(n) == pytest.approx(sum(1 / i for i in range(1, n + 1)) / n)
+
+
+def test_layer_profile_by_hand():
+    n = 8
+    survey = {"rate_first_lh": [[0.6, 0.4, 1.0], [0.0, 0.5, 0.2]], "alpha_first_l": [0.9, 0.1]}
+    prof = llm.layer_profile(survey, n)
+    assert prof["sink_heads"].tolist() == pytest.approx([2 / 3, 0.0])      # 0.5 is not a majority
+    assert prof["rate"].tolist() == pytest.approx([2.0 / 3, 0.7 / 3])
+    h = sum(1 / i for i in range(1, n + 1)) / n
+    assert prof["multiple"].tolist() == pytest.approx([0.9 / h, 0.1 / h])
+
+
+def test_sink_and_encoder_tables():
+    surveys = {"natural-4": {"rate": [0.9, 0.1, 0.3, 0.2]}, "random-4": {"rate": [0.5, 0.6, 0.0, 0.0]}}
+    t = llm.sink_position_table(surveys, [4], kinds=("natural", "random"))
+    assert t["rate k=1"].tolist() == [0.9, 0.5]
+    assert t["max rate k>1"].tolist() == [0.3, 0.6] and t["at k"].tolist() == [3, 2]
+    e = llm.encoder_table(surveys, [4], kinds=("natural",))
+    assert e.iloc[0].to_dict() == {"input": "natural", "n": 4, "[CLS]": 0.9, "[SEP]": 0.2, "max ordinary": 0.3}
+
+
+def test_rollout_reach():
+    curves = {"a_mean": [0.2, 0.95, 0.99], "b_mean": [0.1, 0.2, 0.3], "a_min": [1.0, 1.0, 1.0]}
+    assert llm.rollout_reach(curves, 0.9) == {"a_mean": 2, "b_mean": -1}
+
+
+def test_perplexity_after_eviction_uses_the_evicting_stretch():
+    # losses before max(sinks) + w are huge and must be left out; after it they are constant
+    w, sinks, n = 3, [0, 2], 12
+    start = max(sinks) + w
+    curve = lambda c: [50.0] * start + [c] * (n - start)  # noqa: E731
+    curves = {"full": curve(1.0), "stream": {"0-3": curve(2.0), "2-3": curve(1.2)}}
+    ppl = llm.perplexity_after_eviction(curves, [w], sinks)
+    assert ppl[("full", 3)] == pytest.approx(np.e) and ppl[(0, 3)] == pytest.approx(np.e ** 2)
+    s = llm.streaming_summary(ppl, [w], sinks)
+    assert s["jump"] == pytest.approx(np.e) == s["jump_w_min"]
+    assert s["closed"] == pytest.approx(0.8) and s["near"] == pytest.approx(np.exp(0.2))
+    table = llm.streaming_table(ppl, [w], sinks)
+    assert list(table.index) == ["full cache", "window only", "2 sink(s) + window"]
+
+
+def test_kv_cache_sizes():
+    assert llm.kv_bytes_per_token(30, 3, 64) == 2 * 30 * 3 * 64 * 2
+    assert llm.filled_cache_size(2, 3, n_steps=10) == 5
+    assert llm.filled_cache_size(2, 3, n_steps=4) == 4                   # not full yet
+
+
+def _row(gold, correct, copied, logp):
+    return {"gold": gold, "trial": 0, "correct": correct, "copied": copied, "logp": logp, "answer": ""}
+
+
+def test_retrieval_table_and_what_is_copied():
+    rows = [_row(0, True, 0, -1.0), _row(0, False, 1, -3.0),           # position 1: half right
+            _row(2, False, -2, -5.0), _row(2, False, -1, -7.0),         # position 3: a key, nothing
+            _row(4, True, 4, -2.0), _row(4, True, 4, -2.0)]             # position 5: all right
+    tab = llm.retrieval_table(rows, n_pairs=5)
+    assert tab["position"].tolist() == [1, 3, 5] and tab["trials"].tolist() == [2, 2, 2]
+    assert tab["accuracy"].tolist() == [0.5, 0.0, 1.0]
+    assert tab["accuracy_se"].tolist() == pytest.approx([0.5 / np.sqrt(2), 0.0, 0.0])
+    assert tab["logp"].tolist() == [-2.0, -6.0, -2.0]
+    assert tab["copy_other"].tolist() == [0.5, 0.0, 0.0] and tab["copy_key"].tolist() == [0.0, 0.5, 0.0]
+    assert tab["copy_none"].tolist() == [0.0, 0.5, 0.0] and tab["copy_gold"].tolist() == [0.5, 0.0, 1.0]
+    d = llm.ends_minus_middle(tab, "logp")
+    assert d["first_minus_middle"] == 4.0 and d["last_minus_middle"] == 4.0
+    assert d["last_minus_middle_se"] == pytest.approx(np.sqrt(2.0) / np.sqrt(2))   # middle's SE only
+    assert d["u_shape"] is True
+    assert llm.ends_minus_middle({k: v[:2] for k, v in tab.items()}, "accuracy")["u_shape"] is False
+    w = llm.wrong_answers(rows, n_pairs=5)
+    assert w["n_wrong"] == 3 and w["from_context"] == pytest.approx(1 / 3)
+    assert w["key"] == pytest.approx(1 / 3) and w["neighbour"] == 1.0 and w["next"] == 1.0
+    conf = llm.copy_confusion(rows, n_pairs=5)
+    assert conf.shape == (3, 7) and np.allclose(conf.sum(1), 1)
+    assert conf[1, 5] == 0.5 and conf[1, 6] == 0.5 and conf[2, 4] == 1.0
+    assert llm.position_ranking(tab) == [5, 1, 3]                      # ties on accuracy: none here
+
+
+def test_evidence_positions():
+    assert [p + 1 for p in llm.evidence_positions(75, 4)] == [1, 25, 50, 75]      # Liu et al.'s
+    assert llm.evidence_positions(30, 4) == [0, 9, 19, 29]
+    assert llm.evidence_positions(5, 5) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError):
+        llm.evidence_positions(5, 1)
+
+
+def test_retrieval_rows_measures_the_asked_positions(monkeypatch):
+    seen = []
+    monkeypatch.setattr(llm, "retrieve", lambda m, t, ex, **kw: seen.append(ex) or
+                        {"correct": True, "copied": ex.gold, "logp": 0.0, "answer": ex.value})
+    rows = llm.retrieval_rows(None, None, n_pairs=6, trials=2, seed=3, positions=[0, 5])
+    assert [(r["gold"], r["trial"]) for r in rows] == [(0, 0), (0, 1), (5, 0), (5, 1)]
+    assert seen[2] == llm.kv_example(6, 5, seed=3 * 1_000_003 + 5 * 1000 + 0)
+    everything = llm.retrieval_rows(None, None, n_pairs=3, trials=1, seed=0)
+    assert [r["gold"] for r in everything] == [0, 1, 2]
