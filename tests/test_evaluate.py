@@ -58,8 +58,10 @@ def test_verdict_and_standard_error():
     assert abs(m - 0.2) < 1e-12 and abs(se - (0.02 / 2) ** 0.5) < 1e-6   # spread part: sample variance / n
     assert verdict(0.2, 0.05) == "reproduced" and verdict(-0.2, 0.05) == "contradicted"
     assert verdict(0.05, 0.05) == "inconclusive" and verdict(-0.2, 0.05, sign=-1) == "reproduced"
-    row = claim("x", "positive", [0.25, 0.15], 10000)
-    assert row["verdict"] == "reproduced" and abs(row["mean"] - 0.2) < 1e-12
+    row = claim("x", "positive", [0.25, 0.15], 10000)          # 3.96 SE, below t(1 df) = 12.7: too few runs
+    assert row["verdict"] == "inconclusive" and abs(row["mean"] - 0.2) < 1e-12 and row["n_runs"] == 2
+    row = claim("x", "positive", [0.25, 0.15, 0.2, 0.25, 0.15], 10000)   # 8.5 SE > t(4 df) = 2.78
+    assert row["verdict"] == "reproduced" and abs(row["crit"] - 2.776) < 1e-3
 
 
 def test_still_learning_detects_rising_accuracy():
@@ -163,11 +165,12 @@ def test_publish_and_check_claims(fresh):
 
     from posbias import report
 
-    rows = [ev.claim("up", "positive", [0.3, 0.2], 10000),                     # reproduced
-            ev.claim("down", "positive", [-0.3, -0.2], 10000),                 # contradicted
-            {**ev.claim("neg", "negative", [-0.3, -0.2], 10000, sign=-1), "sign": -1},
-            {**ev.claim("rising", "positive", [-0.3, -0.2], 10000), "accuracy still rising": True},
-            ev.claim("flat", "positive", [0.01, -0.01], 10000)]                # inconclusive
+    five = lambda a, b: [a, b, a, b, (a + b) / 2]  # noqa: E731   five runs: t critical value 2.78
+    rows = [ev.claim("up", "positive", five(0.3, 0.2), 10000),                     # reproduced
+            ev.claim("down", "positive", five(-0.3, -0.2), 10000),                 # contradicted
+            {**ev.claim("neg", "negative", five(-0.3, -0.2), 10000, sign=-1), "sign": -1},
+            {**ev.claim("rising", "positive", five(-0.3, -0.2), 10000), "accuracy still rising": True},
+            ev.claim("flat", "positive", five(0.01, -0.01), 10000)]                # inconclusive
     with pytest.raises(ValueError, match="not in the table"):
         ev.publish_claims(rows, ["up", "typo"])
     ev.publish_claims(rows, ["up", "down", "neg", "rising"], prefix="p_")
@@ -298,3 +301,106 @@ def test_check_attention_records_fails_on_a_leak_and_on_stale_alpha(fresh):
     checks = {c["name"]: c["passed"] for c in report.record()["checks"]}
     assert checks == {"a-attention-masked": True, "a-alpha-recomputed": True, "b-attention-masked": False,
                       "b-alpha-recomputed": False, "c-attention-masked": True, "c-alpha-recomputed": False}
+
+
+# --------------------------------------------------------------------------- verdict statistics (issue 25)
+
+def test_t_critical_and_p_value_are_students_t():
+    assert abs(ev.t_critical(5) - 2.7764) < 1e-4 and abs(ev.t_critical(2) - 12.706) < 1e-3
+    assert abs(ev.t_critical(1) - 1.95996) < 1e-4                   # one run: the known binomial variance
+    # the p-value is below the level exactly when the mean lies beyond the critical value
+    crit = ev.t_critical(5)
+    assert ev.p_value(crit * 1.01, 1.0, 5) < 0.05 < ev.p_value(crit * 0.99, 1.0, 5)
+    assert ev.p_value(0.0, 1.0, 5) == 1.0 and ev.p_value(0.1, 0.0, 5) == 0.0
+    # 2.5 SE with five runs: "reproduced" by the old two-SE rule, inconclusive under t(4)
+    assert ev.verdict(2.5, 1.0) == "reproduced" and ev.verdict(2.5, 1.0, n_runs=5) == "inconclusive"
+
+
+def test_holm_steps_down_and_stops_at_the_first_failure():
+    # m = 4: thresholds 0.0125, 0.0167, 0.025, 0.05
+    assert ev.holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]     # 0.03 > 0.025 stops it
+    assert ev.holm([0.001, 0.002, 0.02, 0.04]) == [True, True, True, True]
+    assert ev.holm([0.2, 0.001]) == [False, True] and ev.holm([]) == []
+    five = lambda a, b: [a, b, a, b, (a + b) / 2]  # noqa: E731
+    rows = [ev.claim("a", "up", five(0.3, 0.2), 10000), ev.claim("b", "up", five(-0.3, -0.2), 10000),
+            ev.claim("c", "up", five(0.045, 0.015), 10000),      # t = 3.08, p = 0.037: reproduced alone,
+            ev.claim("e", "up", five(0.045, 0.015), 10000),      # but Holm asks p < 0.05 / 2 of the third
+            ev.claim("d", "up", five(0.3, 0.2), 10000, learned=[True, False])]
+    assert [r["verdict"] for r in rows] == ["reproduced", "contradicted", "reproduced", "reproduced", "not comparable"]
+    assert 0.025 < rows[2]["p"] < 0.05
+    ev.holm_verdicts(rows)
+    assert [r["holm verdict"] for r in rows] == ["reproduced", "contradicted", "inconclusive", "inconclusive",
+                                                 "not comparable"]
+    assert ev.n_tested(rows) == 4 and rows[4]["learned"] == "1 of 2"
+
+
+def test_depth_mean_claim_keeps_one_depths_test_noise():
+    per_depth = [torch.full((5,), 0.02, dtype=torch.float64), torch.full((5,), 0.04, dtype=torch.float64)]
+    row = ev.depth_mean_claim("m", "positive", per_depth, 1000, n_acc=4)
+    assert abs(row["mean"] - 0.03) < 1e-12 and abs(row["se"] - (1 / 1000) ** 0.5) < 1e-12   # not / 2 depths
+
+
+def _learning_unit(acc: float, last_loss: float):
+    return _unit({n: acc for n in _NAMES}, loss=(0.0, 3.4, last_loss))
+
+
+def test_learned_needs_low_loss_and_accuracy_well_above_chance():
+    import math
+    units = [_learning_unit(0.52, 0.65),          # a two-layer paper network
+             _learning_unit(0.44, 2.2),           # accuracy fine, loss above ln(32)/2 = 1.73
+             _learning_unit(0.20, 1.0),           # loss fine, accuracy below 8/32
+             _learning_unit(0.116, 3.27)]         # a six-layer No-PE paper network
+    assert ev.learned(units) == [True, False, False, False]
+    edge = 0.5 * math.log(32)
+    assert ev.learned([_learning_unit(0.25, edge), _learning_unit(0.25, edge + 1e-6)]) == [True, False]
+
+
+def test_learned_on_the_committed_paper_units_of_figure_2():
+    """The committed 45 paper-profile units (issue 25): every two-layer network learned; no six-layer
+    No-PE network did; the losses leave a clear margin around the threshold ln(32)/2."""
+    import math
+
+    from posbias import train
+    st = train.stored_campaign("wu-fig-2", "paper")
+    flags = {k: ev.learned(us) for k, us in st.items()}
+    assert all(all(flags[f"{pe}|2"]) for pe in ev.FIG2_PES)
+    assert not any(flags["No PE|6"]) and sum(map(sum, flags.values())) == 27
+    loss = [u["curves"]["loss"][-1] for us in st.values() for u in us]
+    edge = 0.5 * math.log(32)
+    assert min(abs(x - edge) for x in loss) > 0.15               # nothing between 1.56 and 2.13 nats
+    rows = ev.fig2_claims(st, [2, 4, 6], 10000, per_depth=True, judge_learning=True)
+    v = {r["name"]: r["verdict"] for r in rows}
+    assert v["depth-nope"] == v["decay-reduces-4"] == "not comparable" and v["nope-early-2"] != "not comparable"
+
+
+def test_check_training_median_and_learned_share(fresh):
+    from posbias import report
+    good, weak = _learning_unit(0.5, 0.7), _learning_unit(0.1, 3.0)   # 0.1: 21 SE above chance at n_test 1000
+    ev.check_training([good, weak, weak], 1000, steps=1000, prefix="a-")       # median 0.1 < 4/32
+    ev.check_training([good, good, weak], 1000, steps=1000, prefix="b-")
+    ev.check_training([good, weak, weak], 1000, steps=100_000, prefix="c-", gaps=False)
+    ev.check_training([good, good, weak], 1000, steps=100_000, prefix="d-", gaps=False)
+    checks = {c["name"]: c["passed"] for c in report.record()["checks"]}
+    assert checks["a-above-chance"] is False and checks["b-above-chance"] is True
+    assert "b-learned-share" not in checks                       # short runs: not asked to have learned
+    assert checks["d-learned-share"] is True and checks["c-learned-share"] is False
+    v = report.record()["values"]
+    assert (v["d_n_learned"], v["d_n_networks"], v["d_not_learned"]) == (2, 3, "2")
+
+
+def test_fig3_and_fig4_claims_count_and_signs():
+    cfgs = list(ev.FIG3_NAMES)
+    acc = {n: 0.5 for n in _NAMES}
+    acc["IC_first_middle"], acc["IC_middle_last"] = 0.6, 0.4          # first over middle, last over middle
+    res3 = {c: [_unit(dict(acc)) for _ in range(5)] for c in cfgs}
+    rows = ev.fig3_claims(res3, 1000)
+    assert len(rows) == 15 and rows[1]["name"] == "causal-nope-first" and abs(rows[1]["mean"] - 0.1) < 1e-6
+    nl = next(r for r in rows if r["name"] == "causal-nope-not-last")
+    assert nl["sign"] == -1 and abs(nl["mean"] - 0.1) < 1e-6 and nl["verdict"] == "contradicted"
+    specs = ev.fig3_specs(lambda c, p: torch.zeros(1), lambda c, s: torch.zeros(1))
+    assert [s[0] for s in specs] == [r["name"] for r in rows]
+    res4 = {f"{w}|{c}": [_unit(dict(acc)) for _ in range(5)] for w in ["first", "middle", "last"] for c in cfgs}
+    rows4 = ev.fig4_claims(res4, 1000)
+    assert len(rows4) == 15 and rows4[0]["name"] == "first-causal-early"
+    first_sin = next(r for r in rows4 if r["name"] == "first-full-sin")
+    assert abs(first_sin["mean"] - 0.05) < 1e-6            # (gap first-middle 0.1 + first-last 0) / 2
