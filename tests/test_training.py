@@ -299,8 +299,8 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     kw = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
     status = lambda: train.campaign_status("wu-fig-2", "smoke", **kw)  # noqa: E731
     st = status()
-    assert (st["units"], st["stored"]) == (6, 0) and list(tmp_path.iterdir()) == []      # nothing created
-    assert sorted((r["pe"], r["members"], r["step"]) for r in st["ensembles"]) == [("none", 4, None), ("rope", 2, None)]
+    assert (st.units, st.stored) == (6, 0) and list(tmp_path.iterdir()) == []      # nothing created
+    assert sorted((r.pe, r.members, r.step) for r in st.ensembles) == [("none", 4, None), ("rope", 2, None)]
     # an ensemble stopped by SIGTERM during its third step: the checkpoint says how far it got
     rope_units = train.campaign_units("wu-fig-2", **{**train.PROFILES["smoke"], **kw})["RoPE|2"]
     (part,) = planning.ensembles(rope_units, 64)
@@ -308,12 +308,12 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
         _sigterm_in_step(m)
         with pytest.raises(train.Interrupted):
             train.train_units(part, checkpoint_dir=ck.checkpoint_of(part), progress=False, log=lambda s: None)
-    rope = next(r for r in status()["ensembles"] if r["pe"] == "rope")
-    assert (rope["step"], rope["steps"], rope["members"]) == (3, 4, 2) and rope["wall"] > 0 and rope["age"] >= 0
-    assert rope["sitting_pace"] == pytest.approx(rope["wall"] / 3)      # one sitting, from step 0
+    rope = next(r for r in status().ensembles if r.pe == "rope")
+    assert (rope.step, rope.steps, rope.members) == (3, 4, 2) and rope.wall > 0 and rope.age >= 0
+    assert rope.sitting_pace == pytest.approx(rope.wall / 3)      # one sitting, from step 0
     assert "depth 2, causal mask, rope PE, 2 units: step 3/4 (75.0%)" in train.format_status(status())
     train.run_campaign("wu-fig-2", "smoke", progress=False, log=lambda s: None, **kw)
-    assert status() == {"units": 6, "stored": 6, "ensembles": []}
+    assert status() == train.CampaignStatus(units=6, stored=6, ensembles=[])
 
 
 def _own_data(tmp_path, monkeypatch):
@@ -377,7 +377,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "machine-2"))       # a fresh clone: empty cache
     status = train.campaign_status("wu-fig-6", "smoke", **kw, windows=[4], prefixes=[2])
-    assert [(r["step"], r["committed"]) for r in status["ensembles"]] == [(3, True)]
+    assert [(r.step, r.committed) for r in status.ensembles] == [(3, True)]
     assert "from the committed checkpoint" in train.format_status(status)
     lines = []
     got = run(log=lines.append)
@@ -388,7 +388,8 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         for u, r in zip(us, rs):
             assert _without_wall_time(r) == json.loads(json.dumps(_without_wall_time(by_unit[json.dumps(u.params())])))
     for u in flat:      # each unit's provenance lists both sittings, on machine 1 from step 0, here from step 3
-        rec = json.loads((tmp_path / "machine-2" / store.result_name("wu-units", u.params(), train.VERSION)).read_text())
+        name = store.result_name("wu-units", u.params(), train.VERSION)
+        rec = json.loads((tmp_path / "machine-2" / name).read_text())
         assert [s["from_step"] for s in rec["provenance"]["sittings"]] == [0, 3]
         first, second = rec["provenance"]["sittings"]
         assert first["from_wall"] == 0.0 < second["from_wall"] <= rec["result"]["train_seconds_ensemble"]
@@ -430,8 +431,8 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     ref = dict(zip(none, train.train_units(none, progress=False, log=quiet)))     # one ensemble, uninterrupted
     run = lambda **k: train.run_campaign("wu-fig-2", "smoke", progress=False, **kw, **k)  # noqa: E731
     park = lambda **k: train.park_campaign("wu-fig-2", "smoke", log=quiet, **kw, **k)  # noqa: E731
-    status = lambda **k: [(r["members"], r["step"], r["split_from"])  # noqa: E731
-                          for r in train.campaign_status("wu-fig-2", "smoke", **kw, **k)["ensembles"]]
+    status = lambda **k: [(r.members, r.step, r.split_from)  # noqa: E731
+                          for r in train.campaign_status("wu-fig-2", "smoke", **kw, **k).ensembles]
 
     with monkeypatch.context() as m, pytest.raises(train.Interrupted):      # the 4-unit ensemble stops at step 3
         _sigterm_in_step(m)
@@ -478,12 +479,10 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
 _ALLOCATOR_CHILD = """
 import json, sys, torch
 from posbias import train
-from posbias import parking
-from posbias.training import campaigns, engine, loop, planning
-from posbias.training import checkpoints as ck
 from posbias.model import MemberConfig
 torch.set_num_threads(1)
-u = train.Unit(2, MemberConfig("causal", "none"), None, 0, 4, batch_size=128, eval_every=2, n_test=64, n_sweep=8, n_sink=16)
+u = train.Unit(2, MemberConfig("causal", "none"), None, 0, 4, batch_size=128, eval_every=2, n_test=64,
+               n_sweep=8, n_sink=16)
 r = train.train_units([u], progress=False, log=lambda s: None)[0]
 r.pop("train_seconds_ensemble")
 json.dump({"tuned": train.tune_allocator(), "result": r}, sys.stdout)
@@ -510,12 +509,13 @@ def test_allocator_tuning_leaves_results_bit_identical():
 
 
 def test_format_status_projects_at_the_latest_sittings_pace():
-    row = dict(depth=6, pe="none", members=10, steps=100_000, step=20_000, wall=4_000.0, age=5.0, committed=False)
-    text = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": 0.36}]})
+    row = dict(depth=6, masks="", pe="none", members=10, steps=100_000, step=20_000, wall=4_000.0, age=5.0)
+    text = train.format_status(train.CampaignStatus(45, 20, [train.EnsembleStatus(**row, sitting_pace=0.36)]))
     assert "200 ms/step over all sittings, 360 ms/step in the latest, about 8.0 h to go at the latest pace" in text
-    older = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": None}]})
+    older = train.format_status(train.CampaignStatus(45, 20, [train.EnsembleStatus(**row)]))
     assert "200 ms/step over all sittings, about 4.4 h to go at that pace" in older
-    named = train.format_status({"units": 45, "stored": 20, "ensembles": [{**row, "sitting_pace": None, "masks": "causal/decay"}]})
+    named = train.format_status(train.CampaignStatus(
+        45, 20, [train.EnsembleStatus(**{**row, "masks": "causal/decay"})]))
     assert named.splitlines()[1].startswith("  depth 6, causal/decay mask, none PE, 10 units: step 20000/100000")
 
 
@@ -571,3 +571,11 @@ def test_a_unit_trained_on_a_gpu_is_read_by_a_cpu_build(tmp_path, monkeypatch):
     (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
     assert rec["provenance"]["device"] == "cuda" and rec["provenance"]["device_name"].startswith("NVIDIA")
     assert "_device" not in rec["params"] and rec["provenance"]["sittings"] == [gpu]
+
+
+def test_progress_text_names_each_unfinished_ensemble():
+    st = train.CampaignStatus(45, 40, [train.EnsembleStatus(6, "causal/decay", "none", 10, 100_000, step=84_858),
+                                       train.EnsembleStatus(6, "causal", "rope", 5, 100_000)])
+    assert train.progress_text(st, train.fig2_name) == ("depth 6, No PE and decay (10 units) at step 84,858; "
+                                                         "depth 6, RoPE (5 units) not started")
+    assert train.progress_text(train.CampaignStatus(45, 45, [])) == "nothing, the campaign is complete"

@@ -123,7 +123,8 @@ def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[st
                         extra_provenance=extra)
 
 
-def stored_campaign(experiment: str, profile: str = "paper", **overrides: Any) -> dict[str, list[dict[str, Any] | None]]:
+def stored_campaign(experiment: str, profile: str = "paper",
+                    **overrides: Any) -> dict[str, list[dict[str, Any] | None]]:
     """What :func:`~.engine.run_campaign` would return, read from ``data/`` and the user cache only:
     label -> one result per seed, ``None`` where that unit has not been trained. Never trains."""
     return {label: [lookup(u) for u in us] for label, us in units_of(experiment, profile, overrides).items()}

@@ -18,13 +18,14 @@ import signal
 import threading
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 
-from .. import store
+from .. import parking, store
 from ..provenance import collect
 from .units import UNIT_EXPERIMENT, VERSION, Unit, unit_key
 
@@ -143,7 +144,7 @@ def lock_of(part: Sequence[Unit | dict[str, Any]]) -> Path:
 
 def parked_of(part: Sequence[Unit | dict[str, Any]]) -> Path:
     """Where the part's checkpoint is committed in ``data/checkpoints``."""
-    return store.parked_path(UNIT_EXPERIMENT, {"units": params_of(part)}, VERSION)
+    return parking.parked_path(UNIT_EXPERIMENT, {"units": params_of(part)}, VERSION)
 
 
 _NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
@@ -189,32 +190,43 @@ def step_of(ckpt: Path | bytes | None, part: list[Unit]) -> int | None:
     return None if st is None else int(st["step"])
 
 
-def checkpoints() -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Found:
+    """A checkpoint found on this machine or in ``data/``: its units' params, its step, where it is
+    (the cache file, or the committed checkpoint's name, :func:`posbias.parking.parked_path`),
+    whether it is ``committed``, and its ``state`` as loaded on the CPU."""
+
+    units: list[dict[str, Any]]
+    step: int
+    path: Path
+    committed: bool
+    state: dict[str, Any] = field(repr=False)
+
+
+def checkpoints() -> list[Found]:
     """Every readable checkpoint of this code version (:data:`VERSION`), in the user cache and in
-    ``data/checkpoints``, furthest first (at the same step: fewer units, then the cache's first).
-    Each is ``{"units": [params, ...], "step", "path", "committed", "state"}``; ``path`` is the cache
-    file or the committed checkpoint's name (:func:`posbias.store.parked_path`)."""
+    ``data/checkpoints``, furthest first (at the same step: fewer units, then the cache's first)."""
     cpu, found = torch.device("cpu"), []
     root = store.cache_dir() / UNIT_EXPERIMENT
     for f in sorted(root.glob("*.ckpt/state.pt")) if root.is_dir() else []:
         st = load(f, None, cpu, quiet)
         if st is not None and "units" in st and checkpoint_of(st["units"], create=False) == f.parent:
-            found.append({"units": st["units"], "step": int(st["step"]), "path": f, "committed": False, "state": st})
-    for target in store.parked_checkpoints():
+            found.append(Found(st["units"], int(st["step"]), f, False, st))
+    for target in parking.parked_checkpoints():
         if target.parent.name != UNIT_EXPERIMENT:
             continue
-        st = load(store.parked_checkpoint(target), None, cpu, quiet)
+        st = load(parking.parked_checkpoint(target), None, cpu, quiet)
         if st is not None and "units" in st and parked_of(st["units"]) == target:
-            found.append({"units": st["units"], "step": int(st["step"]), "path": target, "committed": True, "state": st})
-    return sorted(found, key=lambda c: (-c["step"], len(c["units"]), c["committed"]))
+            found.append(Found(st["units"], int(st["step"]), target, True, st))
+    return sorted(found, key=lambda c: (-c.step, len(c.units), c.committed))
 
 
-def source(part: list[Unit], found: list[dict[str, Any]]) -> dict[str, Any] | None:
+def source(part: list[Unit], found: list[Found]) -> Found | None:
     """The checkpoint ``part`` resumes from: the furthest of its own (in the cache or committed) and
     those of larger ensembles holding all its units; at the same step its own, then the cache's."""
     want = [u.params() for u in part]
-    cands = [c for c in found if c["units"] == want or all(p in c["units"] for p in want)]
-    return min(cands, key=lambda c: (-c["step"], c["units"] != want, c["committed"]), default=None)
+    cands = [c for c in found if c.units == want or all(p in c.units for p in want)]
+    return min(cands, key=lambda c: (-c.step, c.units != want, c.committed), default=None)
 
 
 def split_state(st: dict[str, Any], part: list[Unit]) -> dict[str, Any]:
@@ -237,7 +249,8 @@ def split_state(st: dict[str, Any], part: list[Unit]) -> dict[str, Any]:
     opt = {**st["opt"], "state": {i: {k: cut(f"opt.{i}.{k}", v) for k, v in s.items()}
                                   for i, s in st["opt"]["state"].items()}}
     split = {"members": E, "key": store.key_of(UNIT_EXPERIMENT, {"units": st["units"]}, VERSION),
-             "step": int(st["step"]), "wall": float(st["wall"]), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+             "step": int(st["step"]), "wall": float(st["wall"]),
+             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     return {**{k: v for k, v in st.items() if k != "parked"}, "units": [u.params() for u in part],
             "net": {k: cut(k, v) for k, v in st["net"].items()}, "opt": opt,
             "curves": {k: v if k == "step" else [[row[i] for i in idx] for row in v] for k, v in st["curves"].items()},
@@ -250,28 +263,29 @@ def take_furthest(part: list[Unit], ckpt: Path, log: Log) -> None:
     ``data/checkpoints``, or its units cut out of a larger ensemble's checkpoint (:func:`split_state`).
     A larger ensemble another process is training is not cut: RuntimeError, naming the fix."""
     src = source(part, checkpoints())
-    if src is None or src["path"] == ckpt:
+    if src is None or src.path == ckpt:
         return
-    where = f"data/{src['path'].relative_to(store.DATA)}" if src["committed"] else str(src["path"])
-    if src["units"] == [u.params() for u in part]:
-        blob = store.parked_checkpoint(src["path"])
+    where = f"data/{src.path.relative_to(store.DATA)}" if src.committed else str(src.path)
+    if src.units == [u.params() for u in part]:
+        blob = parking.parked_checkpoint(src.path)
         if blob is not None:
             store.atomic_write(ckpt, lambda f: f.write(blob))
-            log(f"continuing from the committed checkpoint {where} (step {src['step']}, "
-                f"{len(store.parked_parts(src['path']))} part(s))")
+            log(f"continuing from the committed checkpoint {where} (step {src.step}, "
+                f"{len(parking.parked_parts(src.path))} part(s))")
         return
-    with guard(lock_of(src["units"])) as free:
-        if not free and not src["committed"]:
+    with guard(lock_of(src.units)) as free:
+        if not free and not src.committed:
             raise RuntimeError(
-                f"the {len(src['units'])}-unit ensemble whose checkpoint these {len(part)} units would be split from "
-                f"({where}) is being trained by another process (it holds {lock_of(src['units'])}): stop that "
+                f"the {len(src.units)}-unit ensemble whose checkpoint these {len(part)} units would be split from "
+                f"({where}) is being trained by another process (it holds {lock_of(src.units)}): stop that "
                 f"process first (Ctrl-C or SIGTERM; it saves a checkpoint), then start the campaign again")
         # a cache checkpoint is read again under the lock (it may have moved on); a committed one cannot have
-        st = src["state"] if src["committed"] else load(src["path"], None, torch.device("cpu"), log)
+        st = src.state if src.committed else load(src.path, None, torch.device("cpu"), log)
         if st is None:
             return
         save(ckpt, split_state(st, part))
-    log(f"continuing from step {st['step']} of the checkpoint of a larger ensemble ({len(st['units'])} units, {where}): "
+    log(f"continuing from step {st['step']} of the checkpoint of a larger ensemble "
+        f"({len(st['units'])} units, {where}): "
         f"its {len(part)} units split off")
 
 
@@ -288,7 +302,7 @@ def park(plan: list[list[Unit]], stored: Callable[[Any], bool], log: Log) -> dic
     for part in plan:
         ckpt, target = checkpoint_of(part, create=False) / "state.pt", parked_of(part)
         st = load(ckpt, part, torch.device("cpu"), log=quiet)
-        theirs = step_of(store.parked_checkpoint(target), part)
+        theirs = step_of(parking.parked_checkpoint(target), part)
         ours = None if st is None else int(st["step"])
         at = [step for step in (ours, theirs) if step is not None]      # parked below when ours is further
         if at:
@@ -300,15 +314,15 @@ def park(plan: list[list[Unit]], stored: Callable[[Any], bool], log: Log) -> dic
             continue
         st["parked"] = {**collect(wall_seconds=round(float(st["wall"]), 3), seeds=[u.seed for u in part],
                                   device=st.get("device")), "step": ours}     # who committed it, when
-        files = store.park(target, lambda f, st=st: torch.save(st, f))
+        files = parking.park(target, lambda f, st=st: torch.save(st, f))
         counts["parked"] += 1
         log(f"committed data/{target.relative_to(store.DATA)} ({len(files)} part(s), "
             f"{sum(p.stat().st_size for p in files) / 1e6:.1f} MB): depth {part[0].depth}, {part[0].config.pe} PE, "
             f"{len(part)} units at step {ours}/{part[0].steps}")
     own = {parked_of(part) for part in plan}
-    for path in store.parked_checkpoints():
+    for path in parking.parked_checkpoints():
         try:
-            st = torch.load(io.BytesIO(store.parked_checkpoint(path)), map_location="cpu", weights_only=False)
+            st = torch.load(io.BytesIO(parking.parked_checkpoint(path)), map_location="cpu", weights_only=False)
             params = st["units"]
         except Exception:  # noqa: BLE001 - a damaged committed checkpoint is left for check-data to report
             continue
@@ -319,7 +333,7 @@ def park(plan: list[list[Unit]], stored: Callable[[Any], bool], log: Log) -> dic
             why = "its units are stored or committed further along in the smaller ensembles split from it"
         else:
             continue
-        store.unpark(path)
+        parking.unpark(path)
         counts["removed"] += 1
         log(f"removed data/{path.relative_to(store.DATA)}: {why}")
     return counts

@@ -283,12 +283,12 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
             store_unit(u, r, done.sittings)
         shutil.rmtree(ck.checkpoint_of(part, create=False), ignore_errors=True)
         for c in ck.checkpoints():      # larger ensembles this one was split from, once all their units are stored
-            if not c["committed"] and all(stored(p) for p in c["units"]):
-                shutil.rmtree(c["path"].parent, ignore_errors=True)
+            if not c.committed and all(stored(p) for p in c.units):
+                shutil.rmtree(c.path.parent, ignore_errors=True)
     return {label: [store_unit(u, None) for u in us] for label, us in groups.items()}
 
 
-def _run_parts(parts: list[list[Unit]], found: list[dict[str, Any]], engine: Engine | None, *,
+def _run_parts(parts: list[list[Unit]], found: list[ck.Found], engine: Engine | None, *,
                progress: bool, log: ck.Log) -> Iterator[tuple[list[Unit], PartResult | None]]:
     """Each part with its :class:`PartResult`, as the parts finish (here, or on ``engine``)."""
     if engine is None:
@@ -318,9 +318,9 @@ def _run_parts(parts: list[list[Unit]], found: list[dict[str, Any]], engine: Eng
 class _Progress:
     """The driver's progress over the steps and units of the parts a cluster trains."""
 
-    def __init__(self, parts: list[list[Unit]], found: list[dict[str, Any]], show: bool, log: ck.Log):
+    def __init__(self, parts: list[list[Unit]], found: list[ck.Found], show: bool, log: ck.Log):
         self.log, self.lock = log, threading.Lock()
-        self.done = {part_key(p): (s["step"] if (s := ck.source(p, found)) else 0) for p in parts}
+        self.done = {part_key(p): (s.step if (s := ck.source(p, found)) else 0) for p in parts}
         self.units, self.stored = sum(len(p) for p in parts), 0
         total = sum(p[0].steps for p in parts)
         self.bar = None

@@ -193,7 +193,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
                 ck.save(ckpt, run.state(done, t0))
                 t_last = time.monotonic()
         if ckpt is not None and (got or (done == steps and done > run.start)):
-            ck.save(ckpt, run.state(done, t0))    # on a signal; and at the end, so a stop in the final evaluation keeps it
+            ck.save(ckpt, run.state(done, t0))    # on a signal, and at the end: a stop in the final evaluation keeps it
         if bar is not None:
             bar.close()
         if got:

@@ -43,13 +43,13 @@ def ensembles(missing: list[Unit], max_members: int, started: Sequence[list[dict
 
 
 def plan(missing: list[Unit], max_members: int | str, workers: int = 1
-         ) -> tuple[list[list[Unit]], list[dict[str, Any]]]:
+         ) -> tuple[list[list[Unit]], list[ck.Found]]:
     """:func:`ensembles` of ``missing`` with the checkpoints on this machine and in ``data/``, and
     those checkpoints (none read when nothing is missing). ``max_members="auto"`` is
     :func:`auto_members` for ``workers``."""
     n = auto_members(missing, workers) if max_members == "auto" else int(max_members)
     found = ck.checkpoints() if missing else []
-    return ensembles(missing, n, [c["units"] for c in found]), found
+    return ensembles(missing, n, [c.units for c in found]), found
 
 
 def auto_members(missing: list[Unit], workers: int, cap: int = 64) -> int:

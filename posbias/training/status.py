@@ -3,78 +3,98 @@ locks and writes nothing), and how long its units took to train."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
-from .. import store
+from .. import parking
 from . import checkpoints as ck
 from .campaigns import distinct, stored, units_of
 from .planning import plan
 
 
-def campaign_status(experiment: str, profile: str = "paper", *, max_members: int | str = "auto",
-                    **overrides: Any) -> dict[str, Any]:
-    """Where a campaign stands. Same arguments as :func:`~.engine.run_campaign`.
+@dataclass(frozen=True)
+class EnsembleStatus:
+    """One ensemble still to train, as the campaign would split it: its ``depth``, its members'
+    ``masks`` (e.g. ``causal/decay``), ``pe``, ``members``, ``steps``; from its checkpoint (``None``
+    when it has none yet) the ``step`` done, ``wall`` (training seconds over every sitting),
+    ``sitting_pace`` (seconds per step in the latest sitting; ``None`` before a step or for a
+    checkpoint that predates the record) and ``age`` (seconds since it was saved); ``committed``
+    when the furthest checkpoint is the one in ``data/checkpoints``; ``split_from``: the member
+    count of the larger ensemble whose checkpoint it will be cut from, or ``None``."""
 
-    Returns ``{"units", "stored", "ensembles"}``: the campaign's unit count, how many are stored, and
-    one dict per ensemble still to train, as the campaign would split them, with ``depth``, ``masks``
-    (its members' masks, e.g. ``causal/decay``), ``pe``, ``members``, ``steps``, ``split_from`` (the
-    member count of the larger ensemble whose checkpoint it will be cut from, or ``None``), and from
-    its checkpoint (``None`` when it has none yet) ``step`` (done), ``wall`` (training seconds so far,
-    over every sitting), ``sitting_pace`` (seconds per step in the latest sitting, ``None`` when that
-    sitting has no step yet or its checkpoint predates the record) and ``age`` (seconds since the
-    checkpoint was saved); ``committed`` says the furthest checkpoint is the one in
-    ``data/checkpoints``.
-    """
+    depth: int
+    masks: str
+    pe: str
+    members: int
+    steps: int
+    step: int | None = None
+    wall: float | None = None
+    sitting_pace: float | None = None
+    age: float | None = None
+    committed: bool = False
+    split_from: int | None = None
+
+
+@dataclass(frozen=True)
+class CampaignStatus:
+    """A campaign's unit count, how many are stored, and its unfinished ensembles."""
+
+    units: int
+    stored: int
+    ensembles: list[EnsembleStatus]
+
+
+def campaign_status(experiment: str, profile: str = "paper", *, max_members: int | str = "auto",
+                    **overrides: Any) -> CampaignStatus:
+    """Where a campaign stands. Same arguments as :func:`~.engine.run_campaign`."""
     units = distinct(units_of(experiment, profile, overrides))
     missing = [u for u in units if not stored(u)]
     rows = []
     parts, found = plan(missing, max_members)
     for part in parts:
         src = ck.source(part, found)
-        st, committed = (None, False) if src is None else (src["state"], src["committed"])
-        split = None if src is None or src["units"] == [u.params() for u in part] else len(src["units"])
-        path = None if src is None else (store.parked_parts(src["path"]) or [src["path"]])[0] if committed \
-            else src["path"]
+        u = part[0]
+        row = EnsembleStatus(u.depth, "/".join(dict.fromkeys(v.config.mask for v in part)), u.config.pe,
+                             len(part), u.steps)
+        if src is None:
+            rows.append(row)
+            continue
+        st, split = src.state, None if src.units == [v.params() for v in part] else len(src.units)
+        path = (parking.parked_parts(src.path) or [src.path])[0] if src.committed else src.path
         try:
-            age = None if path is None else max(0.0, time.time() - path.stat().st_mtime)
+            age = max(0.0, time.time() - path.stat().st_mtime)
         except FileNotFoundError:       # the ensemble finished just now
             age = None
-        u, last = part[0], ((st or {}).get("sittings") or [{}])[-1]
-        sitting_pace = None
-        if st is not None and split is None and "from_wall" in last and st["step"] > last["from_step"]:
-            sitting_pace = (float(st["wall"]) - last["from_wall"]) / (st["step"] - last["from_step"])
-        rows.append({"depth": u.depth, "masks": "/".join(dict.fromkeys(v.config.mask for v in part)),
-                     "pe": u.config.pe, "members": len(part), "steps": u.steps,
-                     "step": None if st is None else int(st["step"]),
-                     "wall": None if st is None else float(st["wall"]), "sitting_pace": sitting_pace,
-                     "age": age, "committed": committed, "split_from": split})
-    return {"units": len(units), "stored": len(units) - len(missing), "ensembles": rows}
+        last, pace = (st.get("sittings") or [{}])[-1], None
+        if split is None and "from_wall" in last and st["step"] > last["from_step"]:
+            pace = (float(st["wall"]) - last["from_wall"]) / (st["step"] - last["from_step"])
+        rows.append(replace(row, step=int(st["step"]), wall=float(st["wall"]), sitting_pace=pace, age=age,
+                            committed=src.committed, split_from=split))
+    return CampaignStatus(len(units), len(units) - len(missing), rows)
 
 
-def format_status(status: dict[str, Any]) -> str:
+def format_status(status: CampaignStatus) -> str:
     """:func:`campaign_status` as lines of text: each ensemble's step, its pace over every sitting and
     in the latest one, and the time to go at the latest sitting's pace (the machine as it is now)."""
-    lines = [f"{status['stored']} of {status['units']} units stored; {status['units'] - status['stored']} to train "
-             f"in {len(status['ensembles'])} ensemble(s)"]
-    for r in status["ensembles"]:
-        head = f"  depth {r['depth']}, " + (f"{r['masks']} mask, " if r.get("masks") else "") + \
-            f"{r['pe']} PE, {r['members']} units: "
-        if r["step"] is None:
-            lines.append(head + f"not started (0/{r['steps']} steps)")
+    lines = [f"{status.stored} of {status.units} units stored; {status.units - status.stored} to train "
+             f"in {len(status.ensembles)} ensemble(s)"]
+    for r in status.ensembles:
+        head = f"  depth {r.depth}, " + (f"{r.masks} mask, " if r.masks else "") + f"{r.pe} PE, {r.members} units: "
+        if r.step is None:
+            lines.append(head + f"not started (0/{r.steps} steps)")
             continue
-        if r.get("split_from"):         # its pace is the larger ensemble's, not its own
-            lines.append(head + f"step {r['step']}/{r['steps']} ({100 * r['step'] / r['steps']:.1f}%) in the "
-                         f"checkpoint of the larger ensemble ({r['split_from']} units) it will be split from"
-                         + ("; committed" if r.get("committed") else ""))
+        done = f"step {r.step}/{r.steps} ({100 * r.step / r.steps:.1f}%)"
+        if r.split_from:         # its pace is the larger ensemble's, not its own
+            lines.append(head + f"{done} in the checkpoint of the larger ensemble ({r.split_from} units) it will "
+                         "be split from" + ("; committed" if r.committed else ""))
             continue
-        pace, now = r["wall"] / max(r["step"], 1), r.get("sitting_pace")
-        lines.append(head + f"step {r['step']}/{r['steps']} ({100 * r['step'] / r['steps']:.1f}%), "
-                     f"{1e3 * pace:.0f} ms/step over all sittings"
+        pace, now = r.wall / max(r.step, 1), r.sitting_pace
+        lines.append(head + f"{done}, {1e3 * pace:.0f} ms/step over all sittings"
                      + ("" if now is None else f", {1e3 * now:.0f} ms/step in the latest")
-                     + f", about {(r['steps'] - r['step']) * (now or pace) / 3600:.1f} h to go at "
+                     + f", about {(r.steps - r.step) * (now or pace) / 3600:.1f} h to go at "
                      + ("that pace" if now is None else "the latest pace")
-                     + ("; from the committed checkpoint" if r.get("committed") else
-                        "" if r["age"] is None else f"; checkpoint saved {r['age']:.0f} s ago"))
+                     + ("; from the committed checkpoint" if r.committed else
+                        "" if r.age is None else f"; checkpoint saved {r.age:.0f} s ago"))
     return "\n".join(lines)
 
 
@@ -92,3 +112,13 @@ def training_time(results: list[dict[str, Any]]) -> dict[str, float]:
         for i, sp in enumerate(splits):
             nodes[sp["key"]] = sp["wall"] - (splits[i - 1]["wall"] if i else 0.0)
     return {"seconds": sum(leaves.values()) + sum(nodes.values()), "ensembles": len(leaves) + len(nodes)}
+
+
+def progress_text(status: CampaignStatus, name: Callable[[str, str], str] | None = None) -> str:
+    """One phrase for a chapter: each unfinished ensemble's depth, architectures (``name(mask, pe)``,
+    by default ``mask PE``) and step, or that the campaign is complete."""
+    name = name or (lambda mask, pe: f"{mask} {pe} PE")
+    rows = [f"depth {r.depth}, " + " and ".join(name(m, r.pe) for m in r.masks.split("/"))
+            + f" ({r.members} units) " + ("not started" if r.step is None else f"at step {r.step:,}")
+            for r in status.ensembles]
+    return "; ".join(rows) or "nothing, the campaign is complete"

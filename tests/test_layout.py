@@ -1,0 +1,14 @@
+"""The module map in CONTRIBUTING.md names every module of posbias/, and nothing that is not one."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_module_map_lists_every_module():
+    text = (ROOT / "CONTRIBUTING.md").read_text().split("## The module map", 1)[1]
+    listed = set(re.findall(r"^\| `([\w/]+)` \|", text, flags=re.M))
+    modules = {p.relative_to(ROOT / "posbias").with_suffix("").as_posix()
+               for p in (ROOT / "posbias").rglob("*.py") if p.name != "__init__.py"}
+    assert modules - listed == set(), f"modules missing from CONTRIBUTING.md's map: {sorted(modules - listed)}"
+    assert listed - modules == set(), f"the map names modules that do not exist: {sorted(listed - modules)}"
