@@ -56,6 +56,7 @@ __all__ = [
     "rope_layer1_scores",
     "mean_field_excess",
     "score_map_grid",
+    "last_row_increments",
 ]
 
 LN_EPS = 1e-12
@@ -533,3 +534,13 @@ def score_map_grid(rows: list[tuple[str, dict]], results: dict, d_list: list[int
                 ax.set_yticks([])
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+def last_row_increments(scores: torch.Tensor | np.ndarray) -> np.ndarray:
+    """The last query row's scores relative to its first key: ``s[S, j] - s[S, 1]`` for ``j < S``.
+
+    ``scores``: ``(n, n)``; returns ``(n-1,)`` (the first entry is 0), the curve of Kim et al.'s Figure 2.
+    """
+    s = np.asarray(scores)
+    last = s.shape[-1] - 1
+    return s[last, :last] - s[last, 0]

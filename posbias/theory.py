@@ -43,6 +43,8 @@ __all__ = [
     "rope_slowest_angle",
     "half_weight_distance_decay",
     "half_weight_distance_rope",
+    "decay_peaks",
+    "half_weight_rows",
 ]
 
 
@@ -234,3 +236,66 @@ def half_weight_distance_rope(theta: float, beta: float) -> float:
     if x < -1:
         return math.inf
     return math.acos(x) / theta
+
+
+def decay_peaks(n: int, m_grid: list[float], depth_grid: list[int]) -> tuple[list[dict], list[tuple]]:
+    """Where the last row of ``A^L`` peaks, for the decay-mask layer ``A = softmax_causal(-m (i-j))``.
+
+    For each ``m`` in ``m_grid`` and ``L`` in ``depth_grid`` the last token's row of ``A^L`` (length ``n``,
+    by :func:`posbias.rollout.row_powers`) is read at distance ``k = N - j``. Points whose predicted peak
+    plus ten spreads (the negative binomial's ``sqrt(L e^{-m})/(1-e^{-m})``, and ``10/m``) would reach the
+    first token are skipped. Returns ``(rows, skipped)``: ``rows`` has ``m, L``, the measured peak
+    ``k_hat``, :func:`decay_critical_distance` ``k_exact``, the Stirling value ``k_stirling`` and
+    ``admissible``: whether ``k_hat`` is within the finite-row band of the path-count profile's maximum;
+    ``skipped`` lists the ``(m, L)`` left out.
+    """
+    from posbias.attention import masked_softmax
+    from posbias.rollout import row_powers
+
+    rows, skipped = [], []
+    k = torch.arange(n)
+    for m in m_grid:
+        a = masked_softmax(decay_bias(n, m), causal_mask(n))
+        last = row_powers(a, n - 1, depth_grid).flip(-1)                  # [., k] = P_{N, N-k}
+        del a
+        g = math.exp(-m)
+        for L, r in zip(depth_grid, last):
+            spread = math.sqrt(L * g) / (1 - g)
+            kst = decay_critical_distance_stirling(L, m)
+            if kst + 10 * spread + 10 / m >= n:
+                skipped.append((m, L))
+                continue
+            logg = decay_profile_log(k, L, m)
+            width = -L * torch.log(-torch.expm1(-m * (n - k).double()))
+            k_hat = int(torch.argmax(r))
+            rows.append(dict(m=m, L=L, k_hat=k_hat, k_exact=decay_critical_distance(L, m), k_stirling=kst,
+                             admissible=bool(logg[k_hat] + width[k_hat] >= logg.max() - 1e-9)))
+    return rows, skipped
+
+
+def half_weight_rows(m: float, theta_slow: float, beta: float, d: int, base: float = 10000.0) -> dict:
+    """One layer's weight against distance, relative to distance 0, for three position encodings.
+
+    ``m``: the decay mask's rate (``gamma = e^{-m}``); ``theta_slow``: the slowest RoPE pair's angle per
+    position (:func:`rope_slowest_angle`); ``beta``: the logit scale; ``d``, ``base``: the RoPE width and
+    base. The rows run over ``k = 0 .. n_far - 1`` with ``n_far`` twice the slowest pair's predicted
+    half-weight distance (at most ``pi/theta_slow``) plus 2. Returns ``n_far``; ``w_decay``, ``w_rope``
+    (the slowest pair alone) and ``w_all`` (all ``d/2`` pairs, aligned query and key with equal norm per
+    pair, the same total logit scale ``beta``), each ``(n_far,)``; and ``half_decay``, ``half_rope``,
+    ``half_all``: the first ``k`` whose weight is at most one half (``half_all`` is ``-1`` if none).
+    """
+    from posbias.attention import rope_angles
+
+    pred = half_weight_distance_rope(theta_slow, beta)
+    n_far = int(min(2 * pred, math.pi / theta_slow)) + 2 if math.isfinite(pred) else 4096
+    w_decay = torch.exp(-m * torch.arange(n_far, dtype=torch.float64))
+    s_rope = rope_row_scores(n_far, theta_slow, beta)
+    w_rope = torch.exp(s_rope - s_rope[0])
+    ang = rope_angles(n_far, d, base)
+    u = torch.ones(n_far, d, dtype=torch.float64) * math.sqrt(beta / d)
+    s_all = (apply_rope(u[-1:], ang[-1:]) @ apply_rope(u, ang).T).flatten().flip(0)  # query last
+    w_all = torch.exp(s_all - s_all[0])
+    half_all = int(torch.nonzero(w_all <= 0.5)[0]) if bool((w_all <= 0.5).any()) else -1
+    return {"n_far": n_far, "w_decay": w_decay, "w_rope": w_rope, "w_all": w_all,
+            "half_decay": int(torch.nonzero(w_decay <= 0.5)[0]),
+            "half_rope": int(torch.nonzero(w_rope <= 0.5)[0]), "half_all": half_all}

@@ -291,3 +291,11 @@ def test_score_map_grid_draws_one_panel_per_row_width_and_layer():
     panels = [ax for ax in fig.axes if ax.images]
     assert len(panels) == 2 * 2 * 2 and fig._suptitle.get_text() == "title"
     assert panels[0].get_title().startswith("LN\nd=8, layer 1") and panels[-1].get_title().endswith("layer 2")
+
+
+def test_last_row_increments():
+    from posbias import lnsim
+
+    s = torch.tensor([[1.0, 0, 0], [2.0, 3.0, 0], [5.0, 7.0, 11.0]])
+    assert np.array_equal(lnsim.last_row_increments(s), np.array([0.0, 2.0]))
+    assert np.array_equal(lnsim.last_row_increments(s.numpy()), np.array([0.0, 2.0]))

@@ -118,3 +118,30 @@ def test_half_weight_distances():
     assert math.isclose(math.exp(2.0 * (math.cos(k * 0.01) - 1)), 0.5)
     assert theory.half_weight_distance_rope(0.01, 0.1) == math.inf
     assert math.isclose(theory.rope_slowest_angle(64), 10000 ** (-62 / 64))
+
+
+def test_decay_peaks_reads_the_argmax_of_the_matrix_power():
+    from posbias.attention import decay_bias, masked_softmax
+    from posbias.masks import causal_mask
+    from posbias.theory import decay_peaks
+
+    n, m = 400, 0.2231
+    rows, skipped = decay_peaks(n, [m], [2, 4, 64])
+    assert [r["L"] for r in rows] == [2, 4] and skipped == [(m, 64)]      # L = 64 would reach position 1
+    a = masked_softmax(decay_bias(n, m), causal_mask(n))
+    for r in rows:
+        last = torch.linalg.matrix_power(a, r["L"])[n - 1].flip(0)
+        assert r["k_hat"] == int(torch.argmax(last)) and r["admissible"]
+        assert abs(r["k_stirling"] - r["k_hat"]) <= 1
+
+
+def test_half_weight_rows_match_the_closed_forms():
+    m, beta = -math.log(0.8), 16.0
+    th = theory.rope_slowest_angle(64, 10000.0)
+    hw = theory.half_weight_rows(m, th, beta, 64, 10000.0)
+    n = hw["n_far"]
+    assert all(hw[k].shape == (n,) and float(hw[k][0]) == 1.0 for k in ("w_decay", "w_rope", "w_all"))
+    assert hw["half_decay"] == math.ceil(theory.half_weight_distance_decay(m)) == 4
+    assert abs(hw["half_rope"] - math.ceil(theory.half_weight_distance_rope(th, beta))) <= 1
+    assert float(hw["w_rope"][hw["half_rope"]]) <= 0.5 < float(hw["w_rope"][hw["half_rope"] - 1])
+    assert 0 < hw["half_all"] < hw["half_rope"]          # all pairs together halve far sooner than the slowest
