@@ -798,3 +798,13 @@ def check_attention_records(units: list[dict], mask: torch.Tensor, *, prefix: st
     gap = float((sink_alpha(maps, mask) - stack(units, "sink_alpha")).abs().max())
     report.check(f"{prefix}alpha-recomputed", "stored alpha_k (mean over sequences) equals alpha_k of the mean "
                  "attention map", value=gap, expected="< 1e-5", passed=gap < 1e-5)
+
+
+def fig6_mask(label: str, T: int) -> torch.Tensor:
+    """The boolean mask ``(T, T)`` of a Figure 6 campaign label: ``causal``, ``window|w`` or ``prefix|K``."""
+    from .model import MemberConfig
+
+    kind, _, size = label.partition("|")
+    cfg = MemberConfig(kind, window=int(size) if kind == "window" else None,
+                       prefix=int(size) if kind == "prefix" else None)
+    return cfg.mask_and_bias(T)[0]

@@ -404,3 +404,13 @@ def test_fig3_and_fig4_claims_count_and_signs():
     assert len(rows4) == 15 and rows4[0]["name"] == "first-causal-early"
     first_sin = next(r for r in rows4 if r["name"] == "first-full-sin")
     assert abs(first_sin["mean"] - 0.05) < 1e-6            # (gap first-middle 0.1 + first-last 0) / 2
+
+
+def test_fig6_mask_reads_the_label():
+    from posbias.masks import causal_mask
+
+    assert torch.equal(ev.fig6_mask("causal", 7), causal_mask(7))
+    w = ev.fig6_mask("window|3", 7)
+    assert w[6].tolist() == [False] * 4 + [True] * 3 and w[2, 0]
+    p = ev.fig6_mask("prefix|2", 7)
+    assert p[0, 1] and not p[2, 3] and p[6, :].all()
