@@ -142,3 +142,26 @@ def test_every_page_renders_in_chromium(server):
     assert not problems, "\n".join(problems)
     for name in READER_PAGES:
         assert (shots / f"{name}.png").exists(), f"no screenshot of {READER_PAGES[name]}"
+
+
+@pytest.mark.parametrize("where", [None, "main", "document"])
+def test_the_sideways_check_sees_a_column_wider_than_its_box(where):
+    """The measure the page test uses, on pages made for it: a wide table in the article, or a wide
+    block outside it, is caught; a page that fits is not."""
+    _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    wide_table = '<table><tr><td style="white-space: nowrap">' + "x" * 400 + "</td></tr></table>"
+    wide_block = '<div style="width: 3000px">x</div>'
+    article = wide_table if where == "main" else "<p>x</p>"
+    after = wide_block if where == "document" else ""
+    html = ('<html><body style="margin:0"><article class="bd-article" style="width:600px; overflow-x:auto">'
+            f"{article}</article>{after}</body></html>")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport=VIEWPORT)
+        page.set_content(html)
+        found = page.evaluate(SIDEWAYS_JS)
+        browser.close()
+    assert found["found_main"]
+    assert {k for k in ("main", "document") if found[k]} == ({where} if where else set()), found
