@@ -1,0 +1,285 @@
+"""The reproduction scoreboard: every claim of every trained figure of Wu et al. (2025), judged on
+the committed paper-profile units (100,000 iterations, 5 seeds, the paper's test-set sizes).
+
+Each figure's claims are the ones its chapter states, built by one library function per figure
+(the chapter and the scoreboard share it):
+
+- Figure 2: :func:`posbias.evaluate.fig2_claims` (``per_depth=True``; depths 2, 4, 6);
+- the residual-depth study: :func:`posbias.evaluate.residual_claims` (depths 2, 6, 10);
+- Figure 3: :func:`posbias.evaluate.fig3_claims`; Figure 4: :func:`posbias.evaluate.fig4_claims`;
+- Figure 5: :func:`posbias.evaluate.sink_claims` (on Figure 2's depth-2 causal No-PE units, the
+  same setting); Figure 6: :func:`posbias.evaluate.fig6_claims` on :func:`posbias.evaluate.sink_excess`.
+
+A claim is judged when every unit it rests on is stored at the paper's settings, with Student's t
+over the runs (:func:`posbias.evaluate.claim`), ``not comparable`` where a network it uses did not
+learn (:func:`posbias.evaluate.learned`), and again with Holm's correction over the claims of its
+figure that are tested (:func:`posbias.evaluate.holm_verdicts`). The others are listed as "not yet
+at the paper's settings", with the units committed and needed. Nothing here trains.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from . import evaluate as ev
+
+__all__ = ["PENDING", "FIGURES", "ClaimResult", "FigureResult", "Scoreboard", "figure_result", "build",
+           "expected_claims", "STATUSES"]
+
+#: The status of a claim whose units are not all stored at the paper's settings.
+PENDING = "not yet at the paper's settings"
+#: Every status a claim can have on the scoreboard, in the order it is counted.
+STATUSES = (*ev.VERDICTS, PENDING)
+
+#: The trained figures: chapter id -> the label the paper gives it.
+FIGURES: dict[str, str] = {"wu-fig-2": "Figure 2", "wu-fig-3": "Figure 3", "wu-fig-4": "Figure 4",
+                           "wu-fig-5": "Figure 5", "wu-fig-6": "Figure 6",
+                           "wu-residual-depth": "Section 5.1, with residual"}
+
+_RESIDUAL_DEPTHS = [2, 6, 10]
+_FIG2_DEPTHS = [2, 4, 6]
+_WINDOWS, _PREFIXES = [4, 8, 12], [2, 4, 8]
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim of one figure on the scoreboard.
+
+    ``status`` is a verdict of :data:`posbias.evaluate.VERDICTS` or :data:`PENDING`; ``holm`` the
+    verdict after Holm's correction over the figure's tested claims (``status`` where not tested).
+    ``mean``/``se`` are over runs (``None`` when pending); ``n_runs`` runs per configuration;
+    ``n_networks`` the networks the claim rests on and ``n_learned`` how many of them learned.
+    """
+
+    chapter: str
+    figure: str
+    name: str
+    claim: str
+    status: str
+    holm: str
+    mean: float | None = None
+    se: float | None = None
+    crit: float | None = None
+    n_runs: int = 0
+    n_networks: int = 0
+    n_learned: int = 0
+    still_rising: bool | None = None
+
+
+@dataclass(frozen=True)
+class FigureResult:
+    """A figure's claims and how much of its paper campaign is committed (``n_units`` of ``n_needed``)."""
+
+    chapter: str
+    figure: str
+    n_units: int
+    n_needed: int
+    claims: tuple[ClaimResult, ...]
+    expected: tuple[str, ...] = field(default=())
+
+    @property
+    def n_tested(self) -> int:
+        """Claims judged and not ``not comparable``: the family of Holm's correction."""
+        return sum(c.status in ("reproduced", "inconclusive", "contradicted") for c in self.claims)
+
+
+@dataclass(frozen=True)
+class Scoreboard:
+    """Every figure's :class:`FigureResult`, in book order, and the distinct units all of them need
+    at the paper's settings (``units_needed``; a unit two figures share counts once) and of those
+    committed (``units_committed``)."""
+
+    figures: tuple[FigureResult, ...]
+    units_committed: int = 0
+    units_needed: int = 0
+
+    def claims(self) -> list[ClaimResult]:
+        return [c for f in self.figures for c in f.claims]
+
+    def totals(self, holm: bool = False) -> dict[str, int]:
+        """Claims per status (:data:`STATUSES`), with ``holm`` by the Holm-adjusted verdicts; and ``total``."""
+        out = {s: sum((c.holm if holm else c.status) == s for c in self.claims()) for s in STATUSES}
+        return {**out, "total": len(self.claims())}
+
+    def accounted(self) -> list[str]:
+        """What is wrong with the board: each figure must list each of its expected claims exactly
+        once (judged or pending) and nothing else. Empty when every claim is accounted for."""
+        problems = []
+        for f in self.figures:
+            names = [c.name for c in f.claims]
+            if sorted(names) != sorted(f.expected) or len(set(names)) != len(names):
+                problems.append(f"{f.chapter}: listed {sorted(names)}, expected {sorted(f.expected)}")
+            for c in f.claims:
+                if c.status not in STATUSES or c.holm not in STATUSES:
+                    problems.append(f"{f.chapter}/{c.name}: unknown status {c.status!r} / {c.holm!r}")
+        return problems
+
+    def table(self):
+        """The board as a ``pandas.DataFrame``: one row per claim (figure, claim, verdict, after Holm,
+        mean ± SE, networks that learned out of those used, runs)."""
+        import pandas as pd
+
+        rows = []
+        for f in self.figures:
+            for c in f.claims:
+                judged = c.mean is not None
+                rows.append({"figure": f.figure, "claim": c.claim, "verdict": c.status, "after Holm": c.holm,
+                             "mean ± SE": f"{c.mean:+.3f} ± {c.se:.3f}" if judged else
+                             f"{f.n_units} of {f.n_needed} units committed",
+                             "networks learned": f"{c.n_learned} of {c.n_networks}" if judged else "",
+                             "runs": c.n_runs if judged else ""})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for prose and the front page: ``total``, one per status (spaces as ``_``), Holm's
+        counts (``holm_<status>``), ``n_figures``, ``n_figures_judged`` (figures with a judged claim),
+        ``units_committed`` and ``units_needed`` (distinct units)."""
+        t, h = self.totals(), self.totals(holm=True)
+        out: dict[str, Any] = {s.replace(" ", "_").replace("'", ""): t[s] for s in STATUSES}
+        out.update({f"holm_{s.replace(' ', '_')}": h[s] for s in ev.VERDICTS})
+        out.update(total=t["total"], n_figures=len(self.figures),
+                   n_figures_judged=sum(any(c.status != PENDING for c in f.claims) for f in self.figures),
+                   units_committed=self.units_committed, units_needed=self.units_needed)
+        return out
+
+
+# --------------------------------------------------------------------------- the claims each figure makes
+
+def _zeros(*_: Any) -> torch.Tensor:
+    return torch.zeros(1, dtype=torch.float64)
+
+
+def _sink_names() -> list[tuple[str, str]]:
+    """Figure 5's claims, from :func:`posbias.evaluate.sink_claims` on a one-run placeholder."""
+    from .masks import make_mask
+
+    T = 5
+    fake = [{"sink_alpha": [[0.0] * T], "sink_share": [0.0] * T}]
+    rows, _ = ev.sink_claims(fake, make_mask("causal", T), 1)
+    return [(r["name"], r["claim"]) for r in rows]
+
+
+def expected_claims(chapter: str) -> list[tuple[str, str]]:
+    """``(name, claim)`` of every claim the figure of ``chapter`` makes at its paper settings, from
+    the same functions that judge them (on placeholder values: nothing is read)."""
+    if chapter == "wu-fig-2":
+        out = [(n, t) for n, t, *_ in ev.depth_claims(_zeros, min(_FIG2_DEPTHS), max(_FIG2_DEPTHS))]
+        for d in _FIG2_DEPTHS:
+            out += [(f"{n}-{d}", f"{t} ({d} layers)") for n, t, *_ in ev.fixed_depth_claims(_zeros)]
+        return out
+    if chapter == "wu-residual-depth":
+        return ([(n, t) for n, t, *_ in ev.depth_claims(_zeros, min(_RESIDUAL_DEPTHS), max(_RESIDUAL_DEPTHS))]
+                + [(n, f"{t} (mean over depths)") for n, t, *_ in ev.fixed_depth_claims(_zeros)])
+    if chapter == "wu-fig-3":
+        return [(n, t) for n, t, *_ in ev.fig3_specs(_zeros, _zeros)]
+    if chapter == "wu-fig-4":
+        return [(n, t) for n, t, *_ in ev.fig4_specs(_zeros, _zeros)]
+    if chapter == "wu-fig-5":
+        return _sink_names()
+    if chapter == "wu-fig-6":
+        T = 17
+        excess = {lb: torch.zeros(1, T, dtype=torch.float64)
+                  for lb in ["causal", *(f"window|{w}" for w in _WINDOWS), *(f"prefix|{k}" for k in _PREFIXES)]}
+        return [(r["name"], r["claim"]) for r in ev.fig6_claims(excess, _WINDOWS, _PREFIXES, 1)]
+    raise KeyError(f"no trained figure {chapter!r}; figures: {list(FIGURES)}")
+
+
+# --------------------------------------------------------------------------- judging them
+
+def _judge_fig2(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+    if len(complete) < 3 * len(_FIG2_DEPTHS):
+        return []
+    return ev.fig2_claims(complete, _FIG2_DEPTHS, n["n_test"], per_depth=True, judge_learning=True)
+
+
+def _judge_residual(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+    if len(complete) < 3 * len(_RESIDUAL_DEPTHS):
+        return []
+    return ev.residual_claims(complete, _RESIDUAL_DEPTHS, n["n_test"], judge_learning=True)
+
+
+def _judge_fig3(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+    return ev.fig3_claims(complete, n["n_test"], judge_learning=True) if len(complete) == 6 else []
+
+
+def _judge_fig4(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+    return ev.fig4_claims(complete, n["n_test"], judge_learning=True) if len(complete) == 18 else []
+
+
+def _judge_fig5(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+    from .masks import make_mask
+    from .task import TaskConfig
+
+    if "causal|none" not in complete:
+        return []
+    rows, _ = ev.sink_claims(complete["causal|none"], make_mask("causal", TaskConfig().n_tokens), n["n_sink"],
+                             judge_learning=True)
+    return rows
+
+
+def _judge_fig6(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+    from .model import MemberConfig
+    from .task import TaskConfig
+
+    T = TaskConfig().n_tokens
+
+    def mask_of(label: str) -> torch.Tensor:
+        kind, _, size = label.partition("|")
+        cfg = MemberConfig(kind, "none", window=int(size) if kind == "window" else None,
+                           prefix=int(size) if kind == "prefix" else None)
+        return cfg.mask_and_bias(T)[0]
+
+    excess = {lb: ev.sink_excess(us, mask_of(lb)) for lb, us in complete.items()}
+    depth = complete[next(iter(complete))][0]["params"]["depth"] if complete else 2
+    return ev.fig6_claims(excess, _WINDOWS, _PREFIXES, n["n_sink"] * depth,
+                          learned_by_label={lb: ev.learned(us) for lb, us in complete.items()})
+
+
+_JUDGES: dict[str, Callable[[dict[str, list[dict]], dict[str, int]], list[dict]]] = {
+    "wu-fig-2": _judge_fig2, "wu-fig-3": _judge_fig3, "wu-fig-4": _judge_fig4, "wu-fig-5": _judge_fig5,
+    "wu-fig-6": _judge_fig6, "wu-residual-depth": _judge_residual}
+
+
+def _overrides(chapter: str) -> dict[str, Any]:
+    return {"depths": list(_RESIDUAL_DEPTHS)} if chapter == "wu-residual-depth" else {}
+
+
+def figure_result(chapter: str, stored: dict[str, list[dict | None]], settings: dict[str, int]) -> FigureResult:
+    """Judge the claims of ``chapter``'s figure on ``stored`` (``train.stored_campaign``'s shape:
+    label -> one result or ``None`` per seed) under the test-set sizes ``settings`` (``n_test``,
+    ``n_sink``); claims without all their units are :data:`PENDING`."""
+    cov = ev.coverage(stored)
+    rows = ev.holm_verdicts(_JUDGES[chapter](cov["complete"], settings)) if cov["complete"] else []
+    expected = expected_claims(chapter)
+    judged = {r["name"]: r for r in rows}
+    out = []
+    for name, text in expected:
+        r = judged.get(name)
+        if r is None:
+            out.append(ClaimResult(chapter, FIGURES[chapter], name, text, PENDING, PENDING))
+            continue
+        n_learned, n_networks = (int(x) for x in r["learned"].split(" of "))
+        out.append(ClaimResult(chapter, FIGURES[chapter], name, r["claim"], r["verdict"], r["holm verdict"],
+                               mean=float(r["mean"]), se=float(r["se"]), crit=float(r["crit"]),
+                               n_runs=int(r["n_runs"]), n_networks=n_networks, n_learned=n_learned,
+                               still_rising=r.get("accuracy still rising")))
+    extra = sorted(set(judged) - {n for n, _ in expected})
+    if extra:
+        raise RuntimeError(f"{chapter}: claims judged but not expected: {extra}")
+    return FigureResult(chapter, FIGURES[chapter], cov["n_units"], cov["n_total"], tuple(out),
+                        tuple(n for n, _ in expected))
+
+
+def build(chapters: list[str] | None = None, profile: str = "paper") -> Scoreboard:
+    """The scoreboard from the stored units of ``profile`` (the paper's settings by default): every
+    figure of ``chapters`` (default :data:`FIGURES`), read through ``train.stored_campaign``."""
+    from . import train
+    from .training.campaigns import distinct, stored, units_of
+
+    settings = train.PROFILES[profile]
+    chapters = chapters or list(FIGURES)
+    figs = [figure_result(c, train.stored_campaign(c, profile, **_overrides(c)), settings) for c in chapters]
+    units = distinct({f"{c}/{k}": us for c in chapters for k, us in units_of(c, profile, _overrides(c)).items()})
+    return Scoreboard(tuple(figs), units_committed=sum(stored(u) for u in units), units_needed=len(units))

@@ -1,0 +1,78 @@
+"""posbias.scoreboard: every claim of every trained figure, judged or pending, accounted for."""
+import math
+
+import pytest
+
+from posbias import evaluate as ev, scoreboard as sb
+
+_NAMES = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+
+
+def _unit(acc: dict[str, float], last_loss: float = 0.6, bump: float = 0.0) -> dict:
+    acc = {k: v + bump for k, v in acc.items()}
+    return {"ic_accuracy": acc, "gaps": {k: float(v) for k, v in ev.gaps(acc).items()},
+            "curves": {"step": [0, 1, 2], "loss": [0.0, 3.4, last_loss], **{n: [a, a, a] for n, a in acc.items()}}}
+
+
+def _fig3_stored(missing: int = 0, weak: str | None = None) -> dict:
+    acc = {n: 0.45 for n in _NAMES}
+    acc["IC_first_middle"], acc["IC_middle_last"] = 0.55, 0.40       # first over middle, last over middle
+    out = {}
+    for c in ev.FIG3_NAMES:
+        us = [_unit(acc, 3.3 if c == weak else 0.6, bump=0.002 * s) for s in range(5)]
+        out[c] = us
+    out["full|none"][:missing] = [None] * missing
+    return out
+
+
+def test_expected_claims_count_every_figure():
+    counts = {c: len(sb.expected_claims(c)) for c in sb.FIGURES}
+    assert counts == {"wu-fig-2": 18, "wu-fig-3": 15, "wu-fig-4": 15, "wu-fig-5": 2, "wu-fig-6": 8,
+                      "wu-residual-depth": 8}
+    with pytest.raises(KeyError, match="no trained figure"):
+        sb.expected_claims("wu-thm-4-1")
+
+
+def test_a_complete_figure_is_judged_with_holm_and_learning():
+    f = sb.figure_result("wu-fig-3", _fig3_stored(), {"n_test": 10000, "n_sink": 10000})
+    assert (f.n_units, f.n_needed, len(f.claims)) == (30, 30, 15)
+    c = {x.name: x for x in f.claims}
+    assert c["causal-nope-first"].status == "reproduced" and math.isclose(c["causal-nope-first"].mean, 0.1, abs_tol=1e-6)
+    assert c["causal-nope-not-last"].status == "contradicted"       # last over middle is 0.05 > 0, claimed <= 0
+    assert c["causal-nope-early"].status == "inconclusive"           # both masks have the same gaps
+    assert c["causal-nope-first"].n_networks == 5 and c["causal-nope-early"].n_networks == 10
+    assert all(x.holm in sb.STATUSES for x in f.claims) and f.n_tested == 15
+    weak = sb.figure_result("wu-fig-3", _fig3_stored(weak="causal|none"), {"n_test": 10000, "n_sink": 10000})
+    w = {x.name: x for x in weak.claims}
+    assert w["causal-nope-first"].status == w["causal-nope-early"].status == "not comparable"
+    assert w["causal-nope-early"].n_learned == 5 and w["full-sin-first"].status == "reproduced"
+    assert weak.n_tested == 12 and sb.Scoreboard((weak,)).accounted() == []
+
+
+def test_a_missing_unit_leaves_the_figure_pending_with_its_count():
+    f = sb.figure_result("wu-fig-3", _fig3_stored(missing=2), {"n_test": 10000, "n_sink": 10000})
+    assert (f.n_units, f.n_needed) == (28, 30) and {x.status for x in f.claims} == {sb.PENDING}
+    board = sb.Scoreboard((f,), units_committed=28, units_needed=30)
+    assert board.totals()[sb.PENDING] == 15 == board.totals()["total"] and board.accounted() == []
+    assert board.table()["mean ± SE"].iloc[0] == "28 of 30 units committed"
+    broken = sb.Scoreboard((sb.FigureResult("wu-fig-3", "Figure 3", 0, 30, f.claims[1:], f.expected),))
+    assert broken.accounted() and "causal-nope-early" in broken.accounted()[0]
+
+
+def test_scoreboard_on_the_committed_paper_units():
+    """Figure 2's 45 committed units (and Figure 5 on its depth-2 No-PE ones) are judged; the
+    figures without paper-profile units are pending; every claim is accounted for."""
+    board = sb.build(["wu-fig-2", "wu-fig-5", "wu-fig-3"])
+    assert board.accounted() == []
+    fig2, fig5, fig3 = board.figures
+    assert (fig2.n_units, fig2.n_needed, len(fig2.claims)) == (45, 45, 18)
+    assert all(c.status != sb.PENDING and c.n_runs == 5 for c in fig2.claims)
+    st = {c.name: c for c in fig2.claims}
+    assert st["depth-nope"].status == "not comparable" and st["nope-early-2"].status == "reproduced"
+    assert abs(ev.t_critical(5) - st["nope-early-2"].crit) < 1e-12
+    assert {c.status for c in fig5.claims} == {"contradicted"}       # issue 25 item 1: no first-token sink
+    assert {c.status for c in fig3.claims} == {sb.PENDING} or fig3.n_units == fig3.n_needed
+    t = board.totals()
+    assert sum(t[s] for s in sb.STATUSES) == t["total"] == 18 + 2 + 15
+    s = board.summary()
+    assert s["units_needed"] == 45 + 30 and s["units_committed"] >= 45  # Figure 5 shares Figure 2's units
