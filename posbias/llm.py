@@ -654,10 +654,10 @@ def retrieval_chapter(n_pairs: int, trials: int, n_hex: int, seed: int,
     """Every measurement of the ``lost-in-the-middle`` chapter (stored under that name).
 
     SmolLM2 on Liu et al.'s key-value task, the evidence at ``positions`` (0-based; None: every
-    position). Returns a dict: ``"rows"``, the dicts of :func:`retrieval_rows`; ``"prompt_tokens"``, the token count of the prompt of
-    ``kv_example(n_pairs, 0, seed, n_hex)`` (a typical length); ``"wall_s"`` (seconds) and
-    ``"peak_rss_mb"`` (peak resident memory of the process, MB). Runs on the current torch threads
-    (the chapter and the committed record: one).
+    position). Returns a dict: ``"rows"``, the dicts of :func:`retrieval_rows`; ``"prompt_tokens"``,
+    the token count of the prompt of ``kv_example(n_pairs, 0, seed, n_hex)`` (a typical length);
+    ``"wall_s"`` (seconds) and ``"peak_rss_mb"`` (peak resident memory of the process, MB). Runs on
+    the current torch threads (the chapter and the committed record: one).
     """
     def compute() -> dict:
         model, tok = load_decoder()
