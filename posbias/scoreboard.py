@@ -26,7 +26,7 @@ import torch
 from . import evaluate as ev
 
 __all__ = ["PENDING", "FIGURES", "ClaimResult", "FigureResult", "Scoreboard", "figure_result", "build",
-           "expected_claims", "STATUSES"]
+           "expected_claims", "STATUSES", "HeroData", "hero_data", "SMOLLM_SURVEY", "loss_margin"]
 
 #: The status of a claim whose units are not all stored at the paper's settings.
 PENDING = "not yet at the paper's settings"
@@ -131,6 +131,28 @@ class Scoreboard:
                              "networks learned": f"{c.n_learned} of {c.n_networks}" if judged else "",
                              "runs": c.n_runs if judged else ""})
         return pd.DataFrame(rows)
+
+    def figure_table(self):
+        """One row per figure (``pandas.DataFrame``): units committed of needed, claims, claims
+        tested (the family of Holm's correction), then the count of each status and of Holm's
+        reproduced and contradicted."""
+        import pandas as pd
+
+        rows = []
+        for f in self.figures:
+            row = {"figure": f.figure, "units": f"{f.n_units} of {f.n_needed}", "claims": len(f.claims),
+                   "tested": f.n_tested}
+            row.update({s: sum(c.status == s for c in f.claims) for s in STATUSES})
+            row.update({f"{v} after Holm": sum(c.holm == v for c in f.claims) for v in ("reproduced", "contradicted")})
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def by_figure(self) -> str:
+        """One phrase per figure: the count of each status its claims have, e.g. ``"Figure 5: 2
+        contradicted"``, joined by ``"; "``."""
+        return "; ".join(f"{f.figure}: " + ", ".join(f"{n} {s}" for s in STATUSES
+                                                     if (n := sum(c.status == s for c in f.claims)))
+                         for f in self.figures)
 
     def summary(self) -> dict[str, Any]:
         """Counts for prose and the front page: ``total``, one per status (spaces as ``_``), Holm's
@@ -246,12 +268,19 @@ def _overrides(chapter: str) -> dict[str, Any]:
     return {"depths": list(_RESIDUAL_DEPTHS)} if chapter == "wu-residual-depth" else {}
 
 
-def figure_result(chapter: str, stored: dict[str, list[dict | None]], settings: dict[str, int]) -> FigureResult:
+def figure_result(chapter: str, stored: dict[str, list[dict | None]], settings: dict[str, int],
+                  level: float = 0.05) -> FigureResult:
     """Judge the claims of ``chapter``'s figure on ``stored`` (``train.stored_campaign``'s shape:
     label -> one result or ``None`` per seed) under the test-set sizes ``settings`` (``n_test``,
-    ``n_sink``); claims without all their units are :data:`PENDING`."""
+    ``n_sink``), at the two-sided ``level`` (Student's t, then Holm over the figure's tested
+    claims); claims without all their units are :data:`PENDING`."""
     cov = ev.coverage(stored)
-    rows = ev.holm_verdicts(_JUDGES[chapter](cov["complete"], settings)) if cov["complete"] else []
+    rows = _JUDGES[chapter](cov["complete"], settings) if cov["complete"] else []
+    for r in rows:
+        if r["verdict"] != "not comparable":
+            r["crit"] = ev.t_critical(r["n_runs"], level)
+            r["verdict"] = ev.verdict(r["mean"], r["se"], r["sign"], r["crit"])
+    ev.holm_verdicts(rows, level)
     expected = expected_claims(chapter)
     judged = {r["name"]: r for r in rows}
     out = []
@@ -272,14 +301,94 @@ def figure_result(chapter: str, stored: dict[str, list[dict | None]], settings: 
                         tuple(n for n, _ in expected))
 
 
-def build(chapters: list[str] | None = None, profile: str = "paper") -> Scoreboard:
+def build(chapters: list[str] | None = None, profile: str = "paper", level: float = 0.05) -> Scoreboard:
     """The scoreboard from the stored units of ``profile`` (the paper's settings by default): every
-    figure of ``chapters`` (default :data:`FIGURES`), read through ``train.stored_campaign``."""
+    figure of ``chapters`` (default :data:`FIGURES`), read through ``train.stored_campaign``, judged
+    at the two-sided ``level``."""
     from . import train
     from .training.campaigns import distinct, stored, units_of
 
     settings = train.PROFILES[profile]
     chapters = chapters or list(FIGURES)
-    figs = [figure_result(c, train.stored_campaign(c, profile, **_overrides(c)), settings) for c in chapters]
+    figs = [figure_result(c, train.stored_campaign(c, profile, **_overrides(c)), settings, level) for c in chapters]
     units = distinct({f"{c}/{k}": us for c in chapters for k, us in units_of(c, profile, _overrides(c)).items()})
     return Scoreboard(tuple(figs), units_committed=sum(stored(u) for u in units), units_needed=len(units))
+
+
+# --------------------------------------------------------------------------- the front page's figure
+
+#: The committed SmolLM2 survey the hero figure reads (``sinks-real-decoder``'s stored parameters).
+SMOLLM_SURVEY = {"batch": 8, "eps": 0.3, "lengths": [64, 128, 256], "n_rollout": 128, "rollout_batch": 4, "seed": 0}
+
+
+@dataclass(frozen=True)
+class HeroData:
+    """The three panels of the front page's figure, all computed or read from committed data.
+
+    ``layers``/``first_mass``: the last token's share of context on token 1 after ``t`` layers of
+    uniform causal attention over ``n_tokens`` tokens (the rollout of Wu et al.'s Theorem 4.1), and
+    ``uniform`` = ``1 / n_tokens``. ``pes``/``gap_mean``/``gap_se``: the first-vs-last gap of Figure 2's
+    ``gap_depth``-layer networks at the paper's settings (mean ± SE over ``n_runs``), ``n_learned`` of
+    ``n_networks`` learned. ``sink_multiple``: per layer of SmolLM2, token 1's mean attention over its
+    uniform share at ``sink_tokens`` tokens (``None`` when the survey is not stored).
+    """
+
+    n_tokens: int
+    layers: tuple[int, ...]
+    first_mass: tuple[float, ...]
+    uniform: float
+    gap_depth: int
+    pes: tuple[str, ...]
+    gap_mean: tuple[float, ...]
+    gap_se: tuple[float, ...]
+    n_runs: int
+    n_learned: int
+    n_networks: int
+    sink_tokens: int
+    sink_multiple: tuple[float, ...] | None
+
+
+def hero_data(n_tokens: int = 64, max_layers: int = 30, gap_depth: int = 2) -> HeroData:
+    """:class:`HeroData` from the theory (computed), Figure 2's committed paper units and the committed
+    SmolLM2 survey (:data:`SMOLLM_SURVEY`, natural text at ``n_tokens`` tokens). Nothing trains."""
+    from . import llm, store, train
+    from .attention import masked_softmax
+    from .masks import make_mask
+    from .rollout import first_position_mass, rollout
+
+    mask = make_mask("causal", n_tokens)
+    attn = masked_softmax(torch.zeros(n_tokens, n_tokens, dtype=torch.float64), mask)
+    p = rollout(attn.expand(max_layers, n_tokens, n_tokens))
+    mass = first_position_mass(p)[:, -1]                                        # (layers,) last token
+    st = train.stored_campaign("wu-fig-2", "paper", depths=[gap_depth])
+    n_test = train.PROFILES["paper"]["n_test"]
+    gaps, units = [], []
+    for pe in ev.FIG2_PES:
+        us = [u for u in st[f"{pe}|{gap_depth}"] if u is not None]
+        units += us
+        gaps.append(ev.seed_mean_se(ev.stack(us, "gaps", "first-last"), n_test) if us else (float("nan"),) * 2)
+    survey = store.lookup("sinks-real-decoder", SMOLLM_SURVEY, version=1)
+    sink = None
+    if survey is not None and f"natural-{n_tokens}" in survey["decoder"]:
+        sink = tuple(float(x) for x in llm.layer_profile(survey["decoder"][f"natural-{n_tokens}"], n_tokens)["multiple"])
+    return HeroData(n_tokens, tuple(range(1, max_layers + 1)), tuple(float(x) for x in mass), 1 / n_tokens,
+                    gap_depth, ev.FIG2_PES, tuple(m for m, _ in gaps), tuple(s for _, s in gaps),
+                    len(st[f"No PE|{gap_depth}"]), sum(ev.learned(units)) if units else 0, len(units),
+                    n_tokens, sink)
+
+
+def loss_margin(chapter: str = "wu-fig-2", profile: str = "paper") -> dict[str, float]:
+    """How far the stored networks of ``chapter``'s campaign end from :func:`posbias.evaluate.learned`'s
+    loss threshold: ``threshold`` (``LEARNED_LOSS_FRACTION * ln 32``), ``below`` (the highest final
+    loss under it), ``above`` (the lowest over it; ``nan`` when none) and ``n`` networks read."""
+    import math
+
+    from . import train
+    from .task import TaskConfig
+
+    thr = ev.LEARNED_LOSS_FRACTION * math.log(TaskConfig.n_labels)
+    loss = [float(u["curves"]["loss"][-1]) for us in train.stored_campaign(chapter, profile).values()
+            for u in us if u is not None]
+    under, over = [x for x in loss if x <= thr], [x for x in loss if x > thr]
+    return {"threshold": thr, "below": max(under, default=float("nan")), "above": min(over, default=float("nan")),
+            "n": float(len(loss))}
