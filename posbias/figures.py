@@ -243,3 +243,30 @@ def alpha_profile_figure(alpha: Any, alpha_unif: Any) -> matplotlib.figure.Figur
     ax.set_ylabel(r"$\alpha_k$")
     ax.legend(frameon=False)
     return fig
+
+
+def hero_figure(h: Any) -> matplotlib.figure.Figure:
+    """The front page's figure from :class:`posbias.scoreboard.HeroData`: the pull toward the first
+    token in theory (uniform causal attention's rollout: the last token's share of context on token 1
+    against depth), in trained networks (Figure 2's first-vs-last gap at the paper's settings, by
+    PE, mean ± SE) and in a real model (SmolLM2: token 1's attention over its uniform share, per layer)."""
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.1))
+    ax = axes[0]
+    ax.plot(h.layers, h.first_mass, marker="o", ms=2.5)
+    ax.axhline(h.uniform, color="k", lw=0.6, ls=":")
+    ax.set(xlabel="layers of uniform causal attention", ylabel="context on token 1", ylim=(0, 1.02),
+           title=f"theory: last of {h.n_tokens} tokens")
+    ax = axes[1]
+    ax.bar(range(len(h.pes)), h.gap_mean, yerr=h.gap_se, capsize=3, color=["C0", "C1", "C2"][:len(h.pes)])
+    ax.axhline(0, color="k", lw=0.6)
+    ax.set_xticks(range(len(h.pes)), list(h.pes))
+    ax.set(ylabel="acc(first) - acc(last)", title=f"trained: {h.gap_depth} layers, paper settings")
+    ax = axes[2]
+    if h.sink_multiple is not None:
+        ax.bar(range(1, len(h.sink_multiple) + 1), h.sink_multiple, color="C3")
+        ax.axhline(1, color="k", lw=0.6, ls=":")
+        ax.set(xlabel="layer of SmolLM2", ylabel="token 1 / uniform share", title=f"real: {h.sink_tokens} tokens")
+    else:
+        ax.text(0.5, 0.5, "SmolLM2 survey not stored", ha="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    return fig
