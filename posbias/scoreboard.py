@@ -5,7 +5,8 @@ Each figure's claims are the ones its chapter states, built by one library funct
 (the chapter and the scoreboard share it):
 
 - Figure 2: :func:`posbias.evaluate.fig2_claims` (``per_depth=True``; depths 2, 4, 6);
-- the residual-depth study: :func:`posbias.evaluate.residual_claims` (depths 2, 6, 10);
+- the residual-depth study: :func:`posbias.evaluate.fig2_claims` (``per_depth=True``, as the
+  chapter's paper section; depths 2, 6, 10);
 - Figure 3: :func:`posbias.evaluate.fig3_claims`; Figure 4: :func:`posbias.evaluate.fig4_claims`;
 - Figure 5: :func:`posbias.evaluate.sink_claims` (on Figure 2's depth-2 causal No-PE units, the
   same setting); Figure 6: :func:`posbias.evaluate.fig6_claims` on :func:`posbias.evaluate.sink_excess`.
@@ -186,14 +187,12 @@ def _sink_names() -> list[tuple[str, str]]:
 def expected_claims(chapter: str) -> list[tuple[str, str]]:
     """``(name, claim)`` of every claim the figure of ``chapter`` makes at its paper settings, from
     the same functions that judge them (on placeholder values: nothing is read)."""
-    if chapter == "wu-fig-2":
-        out = [(n, t) for n, t, *_ in ev.depth_claims(_zeros, min(_FIG2_DEPTHS), max(_FIG2_DEPTHS))]
-        for d in _FIG2_DEPTHS:
+    if chapter in ("wu-fig-2", "wu-residual-depth"):
+        depths = _FIG2_DEPTHS if chapter == "wu-fig-2" else _RESIDUAL_DEPTHS
+        out = [(n, t) for n, t, *_ in ev.depth_claims(_zeros, min(depths), max(depths))]
+        for d in depths:
             out += [(f"{n}-{d}", f"{t} ({d} layers)") for n, t, *_ in ev.fixed_depth_claims(_zeros)]
         return out
-    if chapter == "wu-residual-depth":
-        return ([(n, t) for n, t, *_ in ev.depth_claims(_zeros, min(_RESIDUAL_DEPTHS), max(_RESIDUAL_DEPTHS))]
-                + [(n, f"{t} (mean over depths)") for n, t, *_ in ev.fixed_depth_claims(_zeros)])
     if chapter == "wu-fig-3":
         return [(n, t) for n, t, *_ in ev.fig3_specs(_zeros, _zeros)]
     if chapter == "wu-fig-4":
@@ -219,7 +218,7 @@ def _judge_fig2(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict
 def _judge_residual(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
     if len(complete) < 3 * len(_RESIDUAL_DEPTHS):
         return []
-    return ev.residual_claims(complete, _RESIDUAL_DEPTHS, n["n_test"], judge_learning=True)
+    return ev.fig2_claims(complete, _RESIDUAL_DEPTHS, n["n_test"], per_depth=True, judge_learning=True)
 
 
 def _judge_fig3(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:

@@ -28,7 +28,7 @@ def _fig3_stored(missing: int = 0, weak: str | None = None) -> dict:
 def test_expected_claims_count_every_figure():
     counts = {c: len(sb.expected_claims(c)) for c in sb.FIGURES}
     assert counts == {"wu-fig-2": 18, "wu-fig-3": 15, "wu-fig-4": 15, "wu-fig-5": 2, "wu-fig-6": 8,
-                      "wu-residual-depth": 8}
+                      "wu-residual-depth": 18}
     with pytest.raises(KeyError, match="no trained figure"):
         sb.expected_claims("wu-thm-4-1")
 
@@ -76,3 +76,18 @@ def test_scoreboard_on_the_committed_paper_units():
     assert sum(t[s] for s in sb.STATUSES) == t["total"] == 18 + 2 + 15
     s = board.summary()
     assert s["units_needed"] == 45 + 30 and s["units_committed"] >= 45  # Figure 5 shares Figure 2's units
+
+
+def test_hero_data_and_figure_from_committed_data():
+    from posbias import figures
+
+    h = sb.hero_data()
+    mass = list(h.first_mass)
+    assert mass[0] == pytest.approx(1 / h.n_tokens) and all(b > a for a, b in zip(mass, mass[1:20]))
+    assert mass[-1] > 0.99 and h.uniform == 1 / h.n_tokens          # Theorem 4.1: the mass goes to token 1
+    assert h.pes == ev.FIG2_PES and h.n_runs == 5 and h.n_learned == h.n_networks == 15
+    assert h.gap_mean[0] > 3 * h.gap_se[0]                           # No PE, 2 layers: first beats last
+    fig = figures.hero_figure(h)
+    assert len(fig.axes) == 3 and len(fig.axes[1].patches) == 3
+    if h.sink_multiple is not None:
+        assert len(h.sink_multiple) == len(fig.axes[2].patches) and max(h.sink_multiple) > 1
