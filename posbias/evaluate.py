@@ -388,8 +388,8 @@ def learned(units: list[dict], n_labels: int = TaskConfig.n_labels, *,
 
     acc = final_accuracy(units)
     loss = [float(u["curves"]["loss"][-1]) for u in units]
-    return [l <= loss_fraction * math.log(n_labels) and float(a) >= accuracy_factor / n_labels
-            for l, a in zip(loss, acc)]
+    return [x <= loss_fraction * math.log(n_labels) and float(a) >= accuracy_factor / n_labels
+            for x, a in zip(loss, acc)]
 
 
 def loss_rose(units: list[dict]) -> list[int]:
