@@ -369,7 +369,8 @@ def hero_data(n_tokens: int = 64, max_layers: int = 30, gap_depth: int = 2) -> H
     survey = store.lookup("sinks-real-decoder", SMOLLM_SURVEY, version=1)
     sink = None
     if survey is not None and f"natural-{n_tokens}" in survey["decoder"]:
-        sink = tuple(float(x) for x in llm.layer_profile(survey["decoder"][f"natural-{n_tokens}"], n_tokens)["multiple"])
+        prof = llm.layer_profile(survey["decoder"][f"natural-{n_tokens}"], n_tokens)
+        sink = tuple(float(x) for x in prof["multiple"])
     return HeroData(n_tokens, tuple(range(1, max_layers + 1)), tuple(float(x) for x in mass), 1 / n_tokens,
                     gap_depth, ev.FIG2_PES, tuple(m for m, _ in gaps), tuple(s for _, s in gaps),
                     len(st[f"No PE|{gap_depth}"]), sum(ev.learned(units)) if units else 0, len(units),

@@ -73,7 +73,7 @@ def load_posbias_init(net: ReferenceNet, state: dict[str, torch.Tensor]) -> None
     for name, mods in (("w_q", net.q), ("w_k", net.k), ("w_v", net.v)):
         for t, m in enumerate(mods):
             m.weight.copy_(state[name][t].T)
-    for i, m in enumerate(l for l in net.mlp if isinstance(l, nn.Linear)):
+    for i, m in enumerate(layer for layer in net.mlp if isinstance(layer, nn.Linear)):
         m.weight.copy_(state[f"cls_w.{i}"].T)
         m.bias.copy_(state[f"cls_b.{i}"])
 

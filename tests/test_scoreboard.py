@@ -37,7 +37,8 @@ def test_a_complete_figure_is_judged_with_holm_and_learning():
     f = sb.figure_result("wu-fig-3", _fig3_stored(), {"n_test": 10000, "n_sink": 10000})
     assert (f.n_units, f.n_needed, len(f.claims)) == (30, 30, 15)
     c = {x.name: x for x in f.claims}
-    assert c["causal-nope-first"].status == "reproduced" and math.isclose(c["causal-nope-first"].mean, 0.1, abs_tol=1e-6)
+    first = c["causal-nope-first"]
+    assert first.status == "reproduced" and math.isclose(first.mean, 0.1, abs_tol=1e-6)
     assert c["causal-nope-not-last"].status == "contradicted"       # last over middle is 0.05 > 0, claimed <= 0
     assert c["causal-nope-early"].status == "inconclusive"           # both masks have the same gaps
     assert c["causal-nope-first"].n_networks == 5 and c["causal-nope-early"].n_networks == 10
