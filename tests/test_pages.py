@@ -3,8 +3,10 @@
 Fails on a cell output that is only a number (a cell's last expression left showing), any
 ``Warning`` or ``Traceback`` text in an output, an absolute path of the machine that built the
 book, a literal ``\\_`` in math or prose, and a code line longer than 100 characters (it scrolls
-sideways on a laptop). The rules are tested on small pages first, then run over the smoke build
-that ``tests/test_book.py`` makes (the ``smoke_book`` fixture: one build per session).
+sideways on a laptop): a line of a code cell or of a code block in the prose (not of a cell's
+output, nor of a BibTeX entry, which is copied whole). The rules are tested on small pages
+first, then run over the smoke build that ``tests/test_book.py`` makes (the ``smoke_book``
+fixture: one build per session).
 """
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ def scan_page(text: str, roots: list[Path]) -> list[str]:
         txt = prose.get_text()
         problems.append(f"literal \\_ in the text: {txt[max(0, m.start() - 40): m.end() + 40]!r}")
     for pre in main.find_all("pre"):
-        if pre.find_parent("div", class_="cell_output"):
+        # outputs are judged above; a BibTeX entry is copied whole (with its button), not read as code
+        if pre.find_parent("div", class_="cell_output") or pre.find_parent("div", class_="highlight-bibtex"):
             continue
         for line in pre.get_text().splitlines():
             if len(line) > MAX_CODE_LINE:
@@ -153,6 +156,10 @@ def test_a_long_code_line_fails_but_a_long_output_line_does_not():
     problems = scan_page(_page(_cell(long)), ROOTS)
     assert problems and problems[0].startswith("code line of"), problems
     assert scan_page(_page(_cell("x", "word " * 40, kind="stream")), ROOTS) == []
+    prose_block = f'<div class="highlight-bash"><div class="highlight"><pre>{long}</pre></div></div>'
+    assert scan_page(_page(prose_block), ROOTS)[0].startswith("code line of")
+    bibtex = f'<div class="highlight-bibtex"><div class="highlight"><pre>{long}</pre></div></div>'
+    assert scan_page(_page(bibtex), ROOTS) == []
     exactly = "y = " + "1+" * 47 + "12"
     assert len(exactly) == MAX_CODE_LINE and scan_page(_page(_cell(exactly)), ROOTS) == []
 
