@@ -808,3 +808,29 @@ def fig6_mask(label: str, T: int) -> torch.Tensor:
     cfg = MemberConfig(kind, window=int(size) if kind == "window" else None,
                        prefix=int(size) if kind == "prefix" else None)
     return cfg.mask_and_bias(T)[0]
+
+
+def first_is_peak(rate) -> bool:
+    """Is position 1 the sink of a per-position sink rate ``(T,)``: positive there and larger than at
+    every other position but the last (seen only by itself, its ``alpha`` is one attention weight)?"""
+    r = torch.as_tensor(rate, dtype=torch.float64)[:-1]
+    return bool(r[0] > 0 and r[0] > r[1:].max())
+
+
+def sink_rate_rows(toy_share: dict[str, torch.Tensor], windows: list[int], prefixes: list[int],
+                   real: dict[str, torch.Tensor], label: str = "toy") -> list[dict]:
+    """Rows of the one-scale sink table: for each toy mask (``toy_share[label]`` ``(seeds, T)``,
+    labels as :func:`fig6_claims`; missing ones skipped) and each real input (``real[name]`` ``(n,)``),
+    the sink rate at the sink position (the first token; the mean over the prefix for a prefix mask)
+    and the largest rate elsewhere, the last position excluded."""
+    def row(name: str, rate: torch.Tensor, k: int = 1) -> dict:
+        return {"network": name, "rate at the sink": float(rate[:k].mean()),
+                "max elsewhere": float(rate[k:-1].max())}
+
+    rows = []
+    for key, name, k in ([("causal", f"{label}, causal", 1)] + [(f"window|{w}", f"{label}, window w={w}", 1)
+                         for w in windows] + [(f"prefix|{K}", f"{label}, prefix K={K} (prefix mean)", K)
+                                              for K in prefixes]):
+        if key in toy_share:
+            rows.append(row(name, torch.as_tensor(toy_share[key], dtype=torch.float64).mean(0), k))
+    return rows + [row(name, torch.as_tensor(r, dtype=torch.float64)) for name, r in real.items()]

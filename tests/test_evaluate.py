@@ -414,3 +414,15 @@ def test_fig6_mask_reads_the_label():
     assert w[6].tolist() == [False] * 4 + [True] * 3 and w[2, 0]
     p = ev.fig6_mask("prefix|2", 7)
     assert p[0, 1] and not p[2, 3] and p[6, :].all()
+
+
+def test_first_is_peak_and_sink_rate_rows():
+    assert ev.first_is_peak([0.5, 0.1, 0.2, 0.9]) and not ev.first_is_peak([0.1, 0.5, 0.2, 0.0])
+    assert not ev.first_is_peak([0.0, 0.0, 0.0, 1.0])                 # no sink at all
+    share = torch.tensor([[0.6, 0.1, 0.2, 0.9], [0.4, 0.1, 0.0, 0.9]], dtype=torch.float64)
+    rows = ev.sink_rate_rows({"causal": share, "prefix|2": share}, [4], [2, 3],
+                             {"real": torch.tensor([0.7, 0.3, 1.0], dtype=torch.float64)})
+    assert [r["network"] for r in rows] == ["toy, causal", "toy, prefix K=2 (prefix mean)", "real"]
+    assert rows[0]["rate at the sink"] == 0.5 and abs(rows[0]["max elsewhere"] - 0.1) < 1e-12
+    assert abs(rows[1]["rate at the sink"] - 0.3) < 1e-12 and rows[1]["max elsewhere"] == 0.1
+    assert rows[2] == {"network": "real", "rate at the sink": 0.7, "max elsewhere": 0.3}
