@@ -63,9 +63,9 @@ LN_EPS = 1e-12
 _BLOCK = 1000  # simulations per random-number block: results do not depend on the memory chunk
 
 
-def anisotropy_level(l: float) -> float:
-    """``alpha = l^2 / (1 + l^2)``: the limiting cosine of two inputs sharing ``l u``."""
-    return l * l / (1.0 + l * l)
+def anisotropy_level(ell: float) -> float:
+    """``alpha = l^2 / (1 + l^2)``: the limiting cosine of two inputs sharing ``l u`` (``l`` is ``ell``)."""
+    return ell * ell / (1.0 + ell * ell)
 
 
 def alpha_to_l(alpha: float) -> float:
@@ -77,10 +77,10 @@ def alpha_to_l(alpha: float) -> float:
 
 def sample_inputs(sims: int, n: int, d: int, alpha: float, generator: torch.Generator) -> torch.Tensor:
     """``(randn(n, d) + l randn(1, d)) / sqrt(d)`` for each simulation. Shape ``(sims, n, d)``, float64."""
-    l = alpha_to_l(alpha)
+    ell = alpha_to_l(alpha)
     z = torch.randn(sims, n, d, generator=generator, dtype=torch.float64)
     u = torch.randn(sims, 1, d, generator=generator, dtype=torch.float64)
-    return (z + l * u) / math.sqrt(d)
+    return (z + ell * u) / math.sqrt(d)
 
 
 def layer_norm(x: torch.Tensor, eps: float = LN_EPS) -> torch.Tensor:
@@ -415,7 +415,8 @@ def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None 
         lim = dict(vmin=float(np.nanmin(off)), vmax=float(np.nanmax(off)))
     im = ax.imshow(shown, cmap=cmap, extent=(0.5, n + 0.5, n + 0.5, 0.5), **lim)
     ax.grid(False)
-    ax.set_xticks([1, n]); ax.set_yticks([1, n])
+    ax.set_xticks([1, n])
+    ax.set_yticks([1, n])
     if title:
         ax.set_title(title, fontsize=8)
     if rp is not None:
@@ -453,9 +454,10 @@ def compare_increments(res: SimResult, d: int, alpha: float, *, residual: bool =
     """Layer-2 increments ``s[i, i-1] - s[i, 0]`` (rows ``i >= 2``, 0-based) measured against the closed form.
 
     The closed form is :func:`layer2_scores` times ``factor``; the tolerance is
-    ``tol(d) = 2/sqrt(d) + expansion_parameter`` relative (or the ``tol`` given), plus ``n_se`` standard errors (the SE of a
-    difference bounded by the sum of the two SEs). The pooled within-row slope (:func:`row_slope`, with
-    its own, much smaller, SE) is compared with the same relative tolerance. Returns arrays ``mc``,
+    ``tol(d) = 2/sqrt(d) + expansion_parameter`` relative (or the ``tol`` given), plus ``n_se``
+    standard errors (the SE of a difference bounded by the sum of the two SEs). The pooled
+    within-row slope (:func:`row_slope`, with its own, much smaller, SE) is compared with the same
+    relative tolerance. Returns arrays ``mc``,
     ``pred``, ``paper``, ``se`` ``(n-2,)``, the slopes ``slope_mc``, ``slope_se``, ``slope_pred``,
     ``slope_paper``, ``tol``, and ``excess``: the largest ``|measured - predicted| - allowed`` over the
     increments and the slope (<= 0 passes).

@@ -99,7 +99,8 @@ def decay_weights(n: int, m: float) -> torch.Tensor:
     return torch.exp(decay_bias(n, m)) * causal_mask(n)
 
 
-def decay_band(depth: int, m: float, j: torch.Tensor | int, logit_bound: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+def decay_band(depth: int, m: float, j: torch.Tensor | int,
+               logit_bound: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Log band for ``P(L)_ij / [(1-gamma)^L C(k+L-1,k) gamma^k]``, ``gamma = e^{-m}``, 0-based column ``j``.
 
     Every factor of a path from ``i`` down to ``j`` is ``e^{s} gamma^{step} / Z_row`` with the logit
@@ -159,7 +160,8 @@ def rope_path_sum_log(n: int, depth: int, theta: float, beta: float) -> torch.Te
         return torch.from_numpy(np.log(v) + log_scale)
 
 
-def rope_profile_bounds_log(k: torch.Tensor | np.ndarray, depth: int, theta: float, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_profile_bounds_log(k: torch.Tensor | np.ndarray, depth: int, theta: float,
+                            beta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Bounds on ``log h_L(k)`` valid for ``k theta <= pi/2`` (where ``cos(x theta)`` is concave).
 
     For a composition ``k_1 + ... + k_L = k`` concavity gives

@@ -102,13 +102,15 @@ def test_every_page_renders_in_chromium(server):
             page.wait_for_timeout(150)
             has_math = page.evaluate("() => document.querySelectorAll('.math, div.math, span.math').length")
             if has_math:
-                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
+                page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                       timeout=20000)
                 page.evaluate("() => MathJax.startup.promise")
                 rendered = page.evaluate("() => document.querySelectorAll('mjx-container').length")
                 if not rendered:
                     problems.append(f"{rel}: {has_math} math elements but MathJax rendered none")
                 raw = page.evaluate("""() => Array.from(document.querySelectorAll('.math'))
-                    .filter(e => !e.querySelector('mjx-container') && /\\\\[a-zA-Z]+|\\$/.test(e.textContent)).length""")
+                    .filter(e => !e.querySelector('mjx-container')
+                                 && /\\\\[a-zA-Z]+|\\$/.test(e.textContent)).length""")
                 if raw:
                     problems.append(f"{rel}: {raw} math elements left as raw TeX")
             broken = page.evaluate("""() => Array.from(document.images)

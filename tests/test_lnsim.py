@@ -150,7 +150,8 @@ def test_row_slope_recovers_a_ramp_with_row_offsets(n, slope, seed):
 
 def test_uniform_layer_one_gives_the_sqrt_sketch():
     n, d = 8, 64
-    zeros = torch.zeros(n, n, dtype=torch.float64).masked_fill(~torch.tril(torch.ones(n, n, dtype=torch.bool)), -math.inf)
+    upper = ~torch.tril(torch.ones(n, n, dtype=torch.bool))
+    zeros = torch.zeros(n, n, dtype=torch.float64).masked_fill(upper, -math.inf)
     s = lnsim.layer2_scores(n, d, 0.0, log_weights=zeros, finite_d=False)
     low = torch.tril(torch.ones(n, n, dtype=torch.bool))
     assert torch.allclose(s[low], math.sqrt(d) * lnsim.uniform_sketch(n)[low])

@@ -1,10 +1,9 @@
 """Tests of posbias.theory: path counts, decay identity and band, RoPE bounds and critical distances."""
 import math
 
-import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from posbias import theory
 from posbias.attention import masked_softmax, decay_bias, random_attention_stack
@@ -66,10 +65,12 @@ def test_decay_normalised_rollout_lies_in_band():
 
 def test_decay_band_with_random_logits():
     n, m, depth = 24, 0.4, 4
-    attn, bound = random_attention_stack(causal_mask(n), depth, weight_norm=2.0, samples=3, seed=1, bias=decay_bias(n, m))
+    attn, bound = random_attention_stack(causal_mask(n), depth, weight_norm=2.0, samples=3, seed=1,
+                                         bias=decay_bias(n, m))
     p = rollout(attn)[:, -1]
     i, j = torch.tril_indices(n, n)
-    log_ratio = torch.log(p[:, i, j]) - depth * math.log(-math.expm1(-m)) - theory.decay_profile_log((i - j).double(), depth, m)
+    log_ratio = (torch.log(p[:, i, j]) - depth * math.log(-math.expm1(-m))
+                 - theory.decay_profile_log((i - j).double(), depth, m))
     lo, hi = theory.decay_band(depth, m, j, bound)
     assert (log_ratio >= lo - 1e-10).all() and (log_ratio <= hi + 1e-10).all()
 
@@ -106,7 +107,8 @@ def test_rope_stirling_root_and_slopes():
     assert dk_dl > 0 and dk_dt < 0
     # the slopes agree with finite differences of the root
     h = 1e-6
-    fd_t = (theory.rope_critical_distance_stirling(depth, theta + h, c) - theory.rope_critical_distance_stirling(depth, theta - h, c)) / (2 * h)
+    root = theory.rope_critical_distance_stirling
+    fd_t = (root(depth, theta + h, c) - root(depth, theta - h, c)) / (2 * h)
     assert math.isclose(fd_t, dk_dt, rel_tol=1e-4)
     # discrete argmax of the paper's profile is within a token or two of the Stirling root
     assert abs(theory.rope_critical_distance(depth, theta, c) - k) <= 2
