@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,9 +56,18 @@ def toc_chapters() -> list[str]:
     return out
 
 
-def run_all(profile: str, chapters: list[str], jobs: int = 1, timeout: int = 3600) -> dict[str, int]:
-    """Run each chapter in its own ``posbias run`` process into ``book/_executed/<id>/``."""
+SKIPPED = -1                    # run_all's code for a chapter not started because another had failed
+
+
+def run_all(profile: str, chapters: list[str], jobs: int = 1, timeout: int = 3600,
+            stop_on_failure: bool = True) -> dict[str, int]:
+    """Run each chapter in its own ``posbias run`` process into ``book/_executed/<id>/``; returns each
+    chapter's exit code. Once one fails, chapters not yet started are skipped (:data:`SKIPPED`)."""
+    failed = threading.Event()
+
     def one(cid: str) -> tuple[str, int]:
+        if stop_on_failure and failed.is_set():
+            return cid, SKIPPED
         t0 = time.perf_counter()
         cmd = [sys.executable, "-m", "posbias.cli", "run", cid, "--profile", profile,
                "--out", str(EXECUTED / cid), "--timeout", str(timeout), "--quiet"]
@@ -66,6 +76,7 @@ def run_all(profile: str, chapters: list[str], jobs: int = 1, timeout: int = 360
         summary = next((ln for ln in reversed(lines) if ln.startswith(f"{cid}:")), lines[-1] if lines else cid)
         print(f"[{time.perf_counter() - t0:6.1f} s] exit {proc.returncode}  {summary}", flush=True)
         if proc.returncode != 0:
+            failed.set()
             print("\n".join(lines[-25:]), file=sys.stderr, flush=True)
         return cid, proc.returncode
 
@@ -185,17 +196,20 @@ def build(profile: str = "default", jobs: int = 1, builder: str = "html", chapte
     t0 = time.perf_counter()
     print(f"posbias build: {len(todo)} chapters, profile {profile}, commit {git_state()['commit']}", flush=True)
     codes = run_all(profile, todo, jobs=jobs)
-    write_generated_pages(all_chapters, profile)
-    bad = {c: k for c, k in codes.items() if k != 0}
+    bad = {c: k for c, k in codes.items() if k not in (0, SKIPPED)}
     if bad:
-        print(f"posbias build: chapters that did not pass: {bad} (1 = raised, 3 = a check failed)", file=sys.stderr)
+        # no book from failed chapters: an older _build/html would still claim they passed, so it goes too
+        shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)
+        skipped = [c for c, k in codes.items() if k == SKIPPED]
+        print(f"posbias build: stopped, no book built: chapters that did not pass: {bad} (1 = raised, 2 = refused, "
+              f"3 = a check failed)" + (f"; not run: {', '.join(skipped)}" if skipped else ""), file=sys.stderr)
+        return 3 if all(k == 3 for k in bad.values()) else 1
+    write_generated_pages(all_chapters, profile)
     code = build_pdf() if builder == "pdflatex" else jupyter_book(builder)
     wall = time.perf_counter() - t0
     if code != 0:
         print(f"posbias build: jupyter-book failed (exit {code}) after {wall:.0f} s", file=sys.stderr)
         return code
-    if bad:
-        return 3 if all(k == 3 for k in bad.values()) else 1
     where = {"html": ROOT / "_build" / "html" / "index.html", "pdflatex": pdf_path()}.get(builder, ROOT / "_build" / builder)
     what = "Open the PDF" if builder == "pdflatex" else "Open the book"
     print(f"posbias build: done in {wall:.0f} s. {what}: {where}", flush=True)

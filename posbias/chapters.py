@@ -134,7 +134,9 @@ _ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.
                   ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
                   ast.Name, ast.Load, ast.Constant, ast.Call, ast.List, ast.Tuple, ast.IfExp,
                   ast.GeneratorExp, ast.comprehension, ast.Store)
-_FUNCS = {"len": len, "min": min, "max": max, "all": all, "any": any, "abs": abs, "sorted": sorted, "set": set}
+_FUNCS = {"len": len, "min": min, "max": max, "all": all, "any": any, "abs": abs, "sorted": sorted, "set": set,
+          "sum": sum}
+COST_KEYS = ("seconds", "memory_mb", "network_step", "calibration")   # the front matter's `cost:` (posbias.cost)
 
 
 def _compile_rule(rule: str):
@@ -177,7 +179,8 @@ class Chapter:
     def check_constraints(self, values: dict[str, Any]) -> None:
         for c in self.constraints:
             code = _compile_rule(c["rule"])
-            ok = eval(code, {"__builtins__": {}, **_FUNCS}, dict(values))  # noqa: S307 - vetted AST above
+            # the values as globals, so that a generator expression (all(w <= n for w in ws)) sees them
+            ok = eval(code, {"__builtins__": {}, **_FUNCS, **values})  # noqa: S307 - vetted AST above
             if not ok:
                 names = [n.id for n in ast.walk(ast.parse(c["rule"], mode="eval"))
                          if isinstance(n, ast.Name) and n.id in values]
@@ -221,6 +224,12 @@ def _load(chapter_id: str) -> Chapter:
     constraints = list(block.get("constraints") or [])
     for c in constraints:
         _compile_rule(c["rule"])
+    cost = block.get("cost") or {}
+    if set(cost) - set(COST_KEYS):
+        raise ValueError(f"{path}: cost declares {sorted(set(cost) - set(COST_KEYS))}; its keys are {COST_KEYS}")
+    for key in ("seconds", "memory_mb", "network_step"):
+        if key in cost:
+            _compile_rule(str(cost[key]))
     return Chapter(chapter_id, path, block.get("title") or chapter_id, params, profiles, constraints, block)
 
 

@@ -32,6 +32,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
             print(f"\n  profile {prof}: " + (", ".join(f"{k}={json.dumps(v)}" for k, v in over.items()) or "(defaults)"))
         for c in ch.constraints:
             print(f"  constraint: {c['rule']}  ({c.get('message', '')})")
+        _print_cost(ch)
         return 0
     for cid in chapter_ids():
         ch = get_chapter(cid)
@@ -39,6 +40,19 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for p in ch.params.values():
             print(f"    {p.name:<18} = {json.dumps(p.default):<20} ({p.type}) {p.help}")
     return 0
+
+
+def _print_cost(ch) -> None:
+    """The chapter's cost model and what it gives for the defaults (:mod:`posbias.cost`)."""
+    from . import cost
+
+    model = ch.meta.get("cost") or {}
+    print(f"\n  cost with the defaults: {cost.estimate(ch, ch.resolve()).describe()}")
+    for key in ("seconds", "memory_mb", "network_step"):
+        if key in model:
+            print(f"    {key} = {model[key]}")
+    if model.get("calibration"):
+        print(f"    calibrated on: {model['calibration']}")
 
 
 def _overrides(pairs: list[list[str]] | None) -> dict[str, str]:
@@ -59,7 +73,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res = run_chapter(args.chapter, overrides, profile=args.profile, out=args.out, timeout=args.timeout,
-                      device=args.device, write_data=args.write_data, quiet=args.quiet)
+                      device=args.device, write_data=args.write_data, quiet=args.quiet, yes=args.yes)
     print(res.message, file=sys.stderr if res.code else sys.stdout)
     return res.code
 
@@ -225,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--timeout", type=int, default=3600, help="seconds allowed per cell")
     p.add_argument("--write-data", action="store_true", help="store expensive results in data/ (maintainers)")
+    p.add_argument("--yes", action="store_true",
+                   help="run even when the estimate is above an hour (asked for on a terminal)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_run)
 

@@ -133,7 +133,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str = "") -> SavedFi
     files = {}
     for ext in FORMATS:
         path = out / f"{name}.{ext}"
-        tmp = out / f".{name}.tmp.{ext}"
+        tmp = out / f".{name}.{os.getpid()}.tmp.{ext}"     # unique per process: runs may share a folder
         fig.savefig(tmp, format=ext, metadata=meta[ext])
         os.replace(tmp, path)
         files[ext] = {"path": f"figures/{name}.{ext}", "sha256": sha256_file(path)}

@@ -1,8 +1,10 @@
 """Execute one chapter with parameters: jupytext (in memory) -> papermill -> results.json.
 
 Exit codes (the contract readers' scripts rely on): 0 every check passed; 3 the chapter ran but a check
-failed; 2 bad input, refused before any work and writing nothing; 1 the notebook raised; 130 / 143
-stopped by SIGINT / SIGTERM.
+failed, or it recorded no check at all; 2 bad input, refused before any work and writing nothing (bad
+parameters, an output folder that is a file, not writable or inside data/ or notebooks/, one another run
+is writing into, a run whose estimated memory exceeds the machine's, or one estimated above an hour
+without ``--yes`` on a terminal); 1 the notebook raised; 130 / 143 stopped by SIGINT / SIGTERM.
 
 A SIGINT or SIGTERM to ``posbias run`` interrupts the kernel (SIGINT to its process group, like
 Jupyter's interrupt button): a training loop finishes its step, saves its checkpoint and stops
@@ -12,6 +14,9 @@ or a kernel still running 30 s later, kills the kernel (the last periodic checkp
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from . import cost
 from .chapters import Chapter, ParamError, get_chapter
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, source_date_epoch
 from .store import atomic_write_text
@@ -64,6 +70,72 @@ def prepare(chapter_id: str, overrides: dict[str, Any] | None, profile: str, dev
         if not torch.cuda.is_available():
             raise ParamError("--device cuda asked for, but torch sees no CUDA device; use --device cpu or auto")
     return chapter, params
+
+
+PROTECTED = ("data", "notebooks", "posbias", ".git")     # folders of the repository a run never writes into
+
+
+def check_out(out: Path) -> None:
+    """Refuse (ParamError) an output folder a run cannot or must not write: an existing file, a path
+    under a file, a folder this user cannot write, the repository itself or its data/, notebooks/,
+    posbias/ or .git/. Writes nothing (a probe folder made to test writability is removed)."""
+    out = Path(out)
+    where = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise ParamError(f"--out {out} is an existing file; give a folder (it is created if missing)")
+    root = ROOT.resolve()
+    resolved = where.resolve()
+    if resolved == root or any(resolved.is_relative_to(root / d) for d in PROTECTED):
+        raise ParamError(f"--out {out} is inside the repository's own files ({', '.join(d + '/' for d in PROTECTED)} "
+                         "or the root); give a folder of your own, e.g. runs/NAME")
+    parent = where
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ParamError(f"--out {out}: {parent} is a file, so no folder can be made under it")
+    try:
+        probe = tempfile.mkdtemp(prefix=".posbias-probe-", dir=parent)
+        os.rmdir(probe)
+    except OSError as e:
+        raise ParamError(f"--out {out}: cannot write in {parent} ({os.strerror(e.errno or errno.EACCES)}); "
+                         "give a folder you can write") from None
+
+
+@contextlib.contextmanager
+def out_lock(out: Path):
+    """Hold an exclusive lock on the folder ``out`` for the run (flock on the folder itself, so nothing
+    is written for it); a second run into the same folder is refused with ParamError, not made to wait."""
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ParamError(f"another `posbias run` is writing into {out}; wait for it to finish, or give "
+                             "another --out") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def gate_cost(chapter: Chapter, params: dict[str, Any], yes: bool, quiet: bool) -> None:
+    """Print the run's estimate (:mod:`posbias.cost`) and refuse, before any work, a run whose peak memory
+    exceeds the memory available, or one longer than an hour without ``--yes`` when stdin is a terminal
+    (not on a terminal it runs, saying so). Raises ParamError."""
+    est = cost.estimate(chapter, params)
+    if not quiet:
+        print(f"{chapter.id}: " + (f"estimated {est.describe()}" if est.declared else
+                                   "no cost estimate (the chapter declares no cost model)"), file=sys.stderr, flush=True)
+    avail = cost.available_mb()
+    if avail is not None and est.memory_mb > avail:
+        raise ParamError(f"{chapter.id} with these parameters needs an estimated {est.memory_mb:,.0f} MiB of memory at "
+                         f"its peak, more than the {avail:,.0f} MiB available; choose smaller parameters "
+                         f"(`posbias list {chapter.id}` shows the cost model)")
+    if est.seconds > cost.LONG_SECONDS and not yes:
+        if sys.stdin is not None and sys.stdin.isatty():
+            raise ParamError(f"{chapter.id} with these parameters would run for an estimated "
+                             f"{cost.human_seconds(est.seconds)} on one CPU core; add --yes to run it anyway")
+        print(f"{chapter.id}: estimated {cost.human_seconds(est.seconds)}, longer than an hour; stdin is not a "
+              "terminal, so running anyway (--yes says so explicitly)", file=sys.stderr, flush=True)
 
 
 def _resolved_device(device: str) -> str:
@@ -217,18 +289,31 @@ def run_chapter(
     device: str = "auto",
     write_data: bool = False,
     quiet: bool = False,
+    yes: bool = False,
 ) -> RunResult:
-    """Run a chapter; never raises for bad input or a failing notebook (see the exit codes)."""
+    """Run a chapter; never raises for bad input or a failing notebook (see the exit codes).
+
+    Before any work: the parameters, the output folder (:func:`check_out`) and the cost
+    (:func:`gate_cost`) are checked; the folder is then locked for the run (:func:`out_lock`)."""
     try:
         chapter, params = prepare(chapter_id, overrides, profile, device)
+        out = Path(out) if out is not None else default_out(chapter_id, params)
+        check_out(out)
+        gate_cost(chapter, params, yes, quiet)
+        out.mkdir(parents=True, exist_ok=True)
+        with out_lock(out):
+            return _run_locked(chapter, params, profile, out, timeout, device, write_data, quiet)
     except ParamError as e:
         return RunResult(EXIT_BAD_INPUT, None, f"error: {e}")
 
+
+def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Path, timeout: int, device: str,
+                write_data: bool, quiet: bool) -> RunResult:
+    """:func:`run_chapter` once its input is checked and ``out`` is locked."""
     import jupytext
     import papermill as pm
 
-    out = Path(out) if out is not None else default_out(chapter_id, params)
-    out.mkdir(parents=True, exist_ok=True)
+    chapter_id = chapter.id
     for stale in ("results.json", "_record.json", f"{chapter_id}.ipynb"):
         (out / stale).unlink(missing_ok=True)
     if (out / "figures").exists():
@@ -285,6 +370,7 @@ def run_chapter(
         "parameters": params,
         "profile": profile,
         "status": ("interrupted" if interrupted else "error") if error else (
+            "no-checks" if not record["checks"] else
             "failed-checks" if not all(c["passed"] for c in record["checks"]) else "ok"),
         "checks": record["checks"],
         "values": record["values"],
@@ -311,6 +397,9 @@ def run_chapter(
         return RunResult(EXIT_RAISED, out, msg, results)
     failed = [c["name"] for c in record["checks"] if not c["passed"]]
     n = len(record["checks"])
+    if n == 0:
+        return RunResult(EXIT_CHECK_FAILED, out, f"{chapter_id}: the notebook recorded no checks, so nothing was "
+                         f"verified; a run that checks nothing does not pass ({wall:.1f} s) -> {out}", results)
     if failed:
         return RunResult(EXIT_CHECK_FAILED, out,
                          f"{chapter_id}: {n - len(failed)}/{n} checks passed; FAILED: {', '.join(failed)} "

@@ -103,3 +103,37 @@ def test_impossible_combinations_in_real_chapters_are_refused(cid, overrides, pa
     """The refusals issue 8 names, on the chapters that declare them (the CLI turns each into exit 2)."""
     with pytest.raises(ParamError, match=pattern):
         get_chapter(cid).resolve("default", overrides)
+
+
+@pytest.mark.parametrize("cid", CHAPTERS)
+def test_every_chapter_declares_a_cost_model_that_evaluates_in_every_profile(cid):
+    """The front matter's cost model (posbias.cost) gives a positive, finite estimate for every profile,
+    names its calibration, and the smoke profile (seconds-scale, for CI) is estimated under ten minutes."""
+    import math
+
+    from posbias import cost
+
+    ch = get_chapter(cid)
+    model = ch.meta.get("cost") or {}
+    assert {"seconds", "memory_mb", "calibration"} <= set(model), f"{cid}: declare cost: seconds, memory_mb, calibration"
+    est = {prof: cost._eval(ch, "seconds", ch.resolve(prof)) for prof in PROFILES}
+    mem = {prof: cost._eval(ch, "memory_mb", ch.resolve(prof)) for prof in PROFILES}
+    for prof in PROFILES:
+        assert 0 < est[prof] < math.inf and 0 < mem[prof] < math.inf, (cid, prof, est[prof], mem[prof])
+    assert est["smoke"] < 600, est
+
+
+def test_a_cost_block_with_unknown_keys_or_unsafe_expressions_is_refused(tmp_path, monkeypatch):
+    import re
+
+    from posbias import chapters
+
+    text = (chapters.NOTEBOOKS / "wu-thm-4-1.md").read_text()
+    monkeypatch.setattr(chapters, "NOTEBOOKS", tmp_path)
+    for bad, message in (('    seconds: "1"\n    flops: "1"', "cost declares"),
+                         ("    seconds: \"__import__('os')\"", "not allowed|calls something")):
+        (tmp_path / "zz-bad.md").write_text(re.sub(r"^    seconds: .*$", lambda m: bad, text, count=1, flags=re.M))
+        chapters._load.cache_clear()
+        with pytest.raises(ValueError, match=message):
+            chapters._load("zz-bad")
+    chapters._load.cache_clear()

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,7 @@ def test_run_writes_notebook_figures_and_results(tree, tmp_path):
     out = tmp_path / "some" / "dir"
     proc = run(tree, "run", "wu-thm-4-1", "--profile", "smoke", "-p", "n_tokens", "20", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
+    assert "wu-thm-4-1: estimated about" in proc.stderr          # the cost estimate comes first
     assert "without encryption" not in proc.stderr  # the kernel is reached over local IPC, not open TCP ports
     assert not [p for p in (tree / "notebooks").iterdir() if p.suffix != ".md"], "the run left files in notebooks/"
     assert (out / "wu-thm-4-1.ipynb").exists()
@@ -156,7 +158,8 @@ def test_campaign_trains_exactly_what_the_chapter_reads(tree, tmp_path):
     proc = run(tree, "run", "wu-fig-6", *params, "--out", str(tmp_path / "o"), cache=cache)
     assert proc.returncode in (0, 3), proc.stderr
     data = json.loads((tmp_path / "o" / "results.json").read_text())["data"]
-    units = [d for d in data if "/wu-units/" in d["path"]]
+    # (the chapter also reads the paper-settings units committed in data/: not the campaign's business)
+    units = [d for d in data if "/wu-units/" in d["path"] and d["source"] != "committed"]
     assert sorted(Path(d["path"]).name for d in units) == stored
     assert {d["source"] for d in units} == {"cache"}
     assert sorted(p.name for p in (cache / "wu-units").glob("*.json")) == stored   # nothing new trained
@@ -204,3 +207,92 @@ def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
     assert committed.read_bytes() == cached.read_bytes()
     manifest = json.loads((own / "data" / "manifest.json").read_text())
     assert manifest[f"wu-units/{cached.name}"] == hashlib.sha256(committed.read_bytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------- issue 23: bad --out, locks, cost
+
+@pytest.mark.parametrize("where, message", [
+    ("file", "is an existing file"),
+    ("under-file", "is a file, so no folder can be made under it"),
+    ("data", "inside the repository's own files"),
+    ("notebooks", "inside the repository's own files"),
+    ("unwritable", "cannot write in"),
+])
+def test_every_out_problem_is_bad_input_writing_nothing(tree, tmp_path, where, message):
+    target = {"file": tmp_path / "f.txt", "under-file": tmp_path / "f.txt" / "sub",
+              "data": tree / "data" / "my-run", "notebooks": tree / "notebooks" / "x",
+              "unwritable": Path("/sys/posbias-run")}[where]
+    (tmp_path / "f.txt").write_text("mine")
+    before = sorted(str(p) for p in tree.rglob("*")), sorted(p.name for p in tmp_path.iterdir())
+    proc = run(tree, "run", "zz-plain", "--out", str(target))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert (sorted(str(p) for p in tree.rglob("*")), sorted(p.name for p in tmp_path.iterdir())) == before
+    assert (tmp_path / "f.txt").read_text() == "mine"
+
+
+def test_a_run_that_records_no_check_is_not_ok(tree, tmp_path):
+    (tree / "notebooks" / "zz-nocheck.md").write_text(HEADER.format(title="No check", body="print(1)").replace(
+        'report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))', "from posbias import report"))
+    try:
+        proc = run(tree, "run", "zz-nocheck", "--out", str(tmp_path / "o"))
+    finally:
+        (tree / "notebooks" / "zz-nocheck.md").unlink()
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "recorded no checks" in proc.stderr
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["status"] == "no-checks"
+
+
+def test_two_runs_into_one_out_cannot_interleave_and_two_outs_share_a_cache(tree, tmp_path):
+    """Same --out: the second is refused (exit 2) while the first holds the folder; different --out on
+    one cache: both finish ok with their own figures, and the cache holds each unit once."""
+    env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_CACHE=str(tmp_path / "cache"), POSBIAS_GIT_COMMIT="test")
+    args = ["run", "wu-fig-5", "--profile", "smoke", "--quiet"]
+    first = subprocess.Popen(posbias_cmd(*args, "--out", str(tmp_path / "same")), cwd=tree, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "same" / "wu-fig-5.ipynb").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)                             # the first run holds the folder (it writes the notebook)
+    second = run(tree, *args, "--out", str(tmp_path / "same"), cache=tmp_path / "cache")
+    other = subprocess.Popen(posbias_cmd(*args, "--out", str(tmp_path / "other")), cwd=tree, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out1, err1 = first.communicate(timeout=600)
+    out2, err2 = other.communicate(timeout=600)
+    assert second.returncode == 2 and "another `posbias run` is writing into" in second.stderr, second.stderr
+    assert first.returncode == 0 and other.returncode == 0, err1 + err2
+    for d in ("same", "other"):
+        res = json.loads((tmp_path / d / "results.json").read_text())
+        assert res["status"] == "ok" and res["checks"]
+        assert all((tmp_path / d / f["files"]["png"]["path"]).exists() for f in res["figures"])
+    units = sorted(p.name for p in (tmp_path / "cache" / "wu-units").glob("*.json"))
+    assert len(units) == 1 and not list((tmp_path / "cache").rglob("*.tmp"))
+
+
+def test_cost_is_shown_and_absurd_parameters_are_refused_before_work(tree, tmp_path):
+    proc = run(tree, "list", "wu-thm-4-1")
+    assert proc.returncode == 0 and "cost with the defaults: about" in proc.stdout and "seconds = " in proc.stdout
+    proc = run(tree, "list", "wu-fig-2")
+    assert "networks" in proc.stdout, proc.stdout            # trained chapters count the stored networks
+    out = tmp_path / "absurd"
+    proc = run(tree, "run", "wu-thm-4-1", "-p", "n_tokens", "2048", "-p", "depth", "2000", "-p", "samples", "256",
+               "--out", str(out))
+    assert proc.returncode == 2 and "MiB of memory" in proc.stderr and not out.exists(), proc.stderr
+    proc = run(tree, "run", "zz-plain", "--out", str(tmp_path / "o"))      # a chapter without a cost model runs
+    assert proc.returncode == 0 and "zz-plain: no cost estimate" in proc.stderr, proc.stderr
+
+
+def test_a_damaged_committed_unit_stops_the_chapter_that_reads_it(tree, tmp_path):
+    """Issue 23's report: truncating one committed unit made wu-fig-2 quietly draw from fewer units.
+    Now the chapter raises (exit 1) with the file and the fix, and writes nothing over data/."""
+    own = tmp_path / "tree"
+    shutil.copytree(tree, own, ignore=IGNORE)
+    from posbias import store, training
+
+    paper = training.campaign_units("wu-fig-2", **training.PROFILES["paper"], depths=[2, 4, 6])
+    name = store.result_name(training.UNIT_EXPERIMENT, paper["decay|2"][0].params(), training.VERSION)
+    assert name in json.loads((own / "data" / "manifest.json").read_text())
+    unit = own / "data" / name
+    unit.write_bytes(unit.read_bytes()[: unit.stat().st_size // 2])
+    proc = run(own, "run", "wu-fig-2", "--out", str(tmp_path / "o"), cache=tmp_path / "cache")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "DataError" in proc.stderr and f"git checkout -- data/{name}" in proc.stderr, proc.stderr

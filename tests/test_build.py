@@ -1,0 +1,47 @@
+"""`posbias build` when a chapter fails: it stops with that chapter's message, exits non-zero, and
+leaves no _build/html whose status page could claim success (issue 23)."""
+import os
+import shutil
+import subprocess
+import sys
+
+from conftest import IGNORE, ROOT
+
+RAISES = """---
+kernelspec: {display_name: Python 3, language: python, name: python3}
+posbias:
+  title: "Raises"
+  parameters:
+    x: {type: int, default: 1, min: 0, max: 10, help: "a number"}
+---
+# Raises
+
+```{code-cell} ipython3
+:tags: [parameters]
+x = 1
+```
+
+```{code-cell} ipython3
+raise RuntimeError("zz-broken fails on purpose")
+```
+"""
+
+
+def test_a_failing_chapter_stops_the_build_and_leaves_no_book(tmp_path):
+    tree = tmp_path / "posbias"
+    shutil.copytree(ROOT, tree, ignore=IGNORE)
+    (tree / "notebooks" / "zz-broken.md").write_text(RAISES)
+    stale = tree / "_build" / "html"
+    stale.mkdir(parents=True)
+    (stale / "index.html").write_text("an older book whose status page says every chapter passed")
+    code = ("import sys; from posbias.build import build; "
+            "sys.exit(build(profile='smoke', chapters=['zz-broken', 'wu-thm-4-1']))")
+    env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_CACHE=str(tmp_path / "cache"), POSBIAS_GIT_COMMIT="test")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True,
+                          timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1, log
+    assert "zz-broken fails on purpose" in log and "stopped, no book built" in log, log
+    assert "not run: wu-thm-4-1" in log                     # chapters after the failure are not started
+    assert not stale.exists()                                # no book claims success
+    assert not (tree / "book" / "_executed" / "wu-thm-4-1").exists()

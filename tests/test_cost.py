@@ -1,0 +1,82 @@
+"""posbias.cost: the estimate a run prints first, and the refusals it leads to before any work."""
+import io
+from pathlib import Path
+
+import pytest
+
+from posbias import cost, runner
+from posbias.chapters import Chapter, ParamError, get_chapter
+
+
+def _chapter(seconds: str, memory: str) -> Chapter:
+    return Chapter("zz", Path("zz.md"), "zz", {}, {}, meta={"cost": {"seconds": seconds, "memory_mb": memory}})
+
+
+def test_available_memory_is_read_from_meminfo(tmp_path):
+    (tmp_path / "meminfo").write_text("MemTotal:  2048000 kB\nMemAvailable:   1048576 kB\n")
+    assert cost.available_mb(tmp_path / "meminfo") == 1024.0
+    assert cost.available_mb(tmp_path / "missing") is None
+    assert cost.available_mb() is None or cost.available_mb() > 0
+
+
+def test_human_seconds():
+    assert [cost.human_seconds(s) for s in (45, 720, 7200, 86400 * 3)] == ["45 s", "12 min", "2.0 h", "3.0 days"]
+
+
+def test_training_counts_only_the_networks_not_stored(monkeypatch):
+    """A trained chapter's estimate adds steps x network_step(depth) for each unit not stored, and none
+    for the stored ones (wu-fig-5, smoke: one 2-layer network of 20 steps)."""
+    from posbias.training import campaigns
+
+    ch = get_chapter("wu-fig-5")
+    params = ch.resolve("smoke")
+    monkeypatch.setattr(campaigns, "stored", lambda u: False)
+    fresh = cost.estimate(ch, params)
+    step = cost._eval(ch, "network_step", {**params, "depth": 2})
+    assert (fresh.units_stored, fresh.units) == (0, 1) and fresh.train_seconds == pytest.approx(20 * step)
+    assert "training the 1 of 1 network not stored yet" in fresh.describe()
+    monkeypatch.setattr(campaigns, "stored", lambda u: True)
+    done = cost.estimate(ch, params)
+    assert (done.units_stored, done.train_seconds) == (1, 0.0) and "all 1 network stored" in done.describe()
+    assert done.seconds == pytest.approx(fresh.seconds - fresh.train_seconds)
+
+
+def test_paper_settings_of_a_trained_chapter_are_estimated_in_hours(monkeypatch):
+    from posbias.training import campaigns
+
+    monkeypatch.setattr(campaigns, "stored", lambda u: False)
+    est = cost.estimate(get_chapter("wu-fig-2"), get_chapter("wu-fig-2").resolve("paper"))
+    # 45 networks x 100,000 steps at depths 2, 4, 6: tens of hours on one core (the campaign took 42.7 h)
+    assert 20 * 3600 < est.seconds < 80 * 3600 and est.units == 45
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_run_asks_for_yes_on_a_terminal_and_runs_saying_so_elsewhere(monkeypatch, capsys):
+    monkeypatch.setattr(cost, "available_mb", lambda: 1e9)
+    long = _chapter("2 * 3600", "100")
+    monkeypatch.setattr("sys.stdin", _Tty())
+    with pytest.raises(ParamError, match="estimated 2.0 h on one CPU core; add --yes"):
+        runner.gate_cost(long, {}, yes=False, quiet=False)
+    assert "zz: estimated about 2.0 h" in capsys.readouterr().err           # the estimate comes first
+    runner.gate_cost(long, {}, yes=True, quiet=True)
+    monkeypatch.setattr("sys.stdin", io.StringIO())
+    runner.gate_cost(long, {}, yes=False, quiet=True)
+    assert "stdin is not a terminal, so running anyway" in capsys.readouterr().err
+    runner.gate_cost(_chapter("60", "100"), {}, yes=False, quiet=True)       # short: nothing asked
+
+
+def test_a_run_needing_more_memory_than_available_is_refused_even_with_yes(monkeypatch):
+    monkeypatch.setattr(cost, "available_mb", lambda: 1000.0)
+    with pytest.raises(ParamError, match="needs an estimated 4,000 MiB of memory.*more than the 1,000 MiB available"):
+        runner.gate_cost(_chapter("1", "4000"), {}, yes=True, quiet=True)
+
+
+def test_absurd_parameters_of_wu_thm_4_1_are_caught():
+    """Issue 23's example: valid but absurd parameters are refused for memory before any work."""
+    ch = get_chapter("wu-thm-4-1")
+    est = cost.estimate(ch, ch.resolve("default", {"n_tokens": "2048", "depth": "2000", "samples": "256"}))
+    assert est.memory_mb > 1e6 and est.seconds > 3600
