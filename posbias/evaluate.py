@@ -18,7 +18,7 @@ __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies",
            "final_accuracy", "loss_rose", "training_sanity", "attention_residual", "VERDICTS", "publish_claims", "check_claims",
            "t_critical", "p_value", "holm", "holm_verdicts", "learned", "LEARNED_LOSS_FRACTION",
            "LEARNED_ACCURACY_FACTOR", "depth_mean_claim", "residual_claims", "fig3_specs", "fig3_claims",
-           "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES"]
+           "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -367,6 +367,17 @@ def final_accuracy(units: list[dict]) -> torch.Tensor:
 LEARNED_LOSS_FRACTION = 0.5
 #: ... and its final mean IC accuracy is at least this many times chance ``1 / L``.
 LEARNED_ACCURACY_FACTOR = 8
+#: Training runs of at least this many steps are held to the paper's standard: claims on them are
+#: judged for learning by default (``judge_learning=None``) and ``check_training`` asks that at
+#: least half of the networks learned. Shorter runs are the book's re-run-it-yourself demonstrations.
+PAPER_SCALE_STEPS = 10_000
+
+
+def _judging(judge_learning: bool | None, units: list[dict]) -> bool:
+    """``judge_learning`` as given, or (``None``) whether every unit trained for :data:`PAPER_SCALE_STEPS`."""
+    if judge_learning is not None:
+        return judge_learning
+    return bool(units) and all(u.get("params", {}).get("steps", 0) >= PAPER_SCALE_STEPS for u in units)
 
 
 def learned(units: list[dict], n_labels: int = TaskConfig.n_labels, *,
@@ -489,7 +500,7 @@ def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = T
                      f"median {s['accuracy_median']:.3f}",
                      expected=f"worst > 3 SE above 1/32; median >= {typical:.3f}",
                      passed=s["z_chance"] > 3 and s["accuracy_median"] >= typical)
-    if steps >= 10_000:
+    if steps >= PAPER_SCALE_STEPS:
         report.check(f"{prefix}learned-share", "at least half of the networks learned the task (final training loss "
                      "<= ln(32)/2 and mean IC accuracy >= 8/32)", value=f"{sum(flags)} of {len(flags)}",
                      expected=">= half", passed=2 * sum(flags) >= len(flags))
@@ -549,7 +560,7 @@ def fig2_table(results: dict[str, list[dict]], depths: list[int], n_test: int,
 
 
 def fig2_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, *, per_depth: bool,
-                judge_learning: bool = False) -> list[dict]:
+                judge_learning: bool | None = None) -> list[dict]:
     """The claims of Wu et al.'s Figure 2 as :func:`claim` rows, from ``results[f"{pe}|{d}"]``.
 
     First the three depth claims from ``min(depths)`` to ``max(depths)`` (when there are two depths
@@ -560,10 +571,12 @@ def fig2_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, 
     their test-set noise is shared (the binomial bound of one depth applies to the mean). Every row
     has ``accuracy still rising`` (:func:`rising`, on the networks the claim uses) and ``depth``.
     With ``judge_learning`` a claim resting on a network that did not learn (:func:`learned`) is
-    ``not comparable`` (:func:`claim`'s ``learned``). The residual-depth study's claims are these,
+    ``not comparable`` (:func:`claim`'s ``learned``); by default (``None``) only for networks trained
+    :data:`PAPER_SCALE_STEPS` steps or more. The residual-depth study's claims are these,
     with ``per_depth=False`` (:func:`residual_claims`).
     """
     gap = lambda pe, d, p: stack(results[f"{pe}|{d}"], "gaps", p)  # noqa: E731
+    judge_learning = _judging(judge_learning, [u for us in results.values() for u in us])
     lrn = lambda pes, ds: (learned([u for pe in pes for d in ds for u in results[f"{pe}|{d}"]])  # noqa: E731
                            if judge_learning else None)
     units = lambda pes, ds: [u for pe in pes for d in ds for u in results[f"{pe}|{d}"]]  # noqa: E731
@@ -593,7 +606,7 @@ def fig2_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, 
 
 
 def residual_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, *,
-                    judge_learning: bool = False) -> list[dict]:
+                    judge_learning: bool | None = None) -> list[dict]:
     """The claims of the residual-depth study (Figure 2's orderings with the residual connection):
     :func:`fig2_claims` with ``per_depth=False``, i.e. the three depth claims and the five orderings
     on each run's mean over depths, with one depth's test-set error (not divided by the number of
@@ -629,10 +642,12 @@ def fig3_specs(gap: Callable[[str, str], torch.Tensor], at: Callable[[str, str],
     return rows
 
 
-def fig3_claims(results: dict[str, list[dict]], n_test: int, *, judge_learning: bool = False) -> list[dict]:
+def fig3_claims(results: dict[str, list[dict]], n_test: int, *, judge_learning: bool | None = None) -> list[dict]:
     """Figure 3's claims (:func:`fig3_specs`) as :func:`claim` rows from ``results["mask|pe"]``, each
     with ``accuracy still rising`` (:func:`rising`, on the networks the claim uses); with
-    ``judge_learning``, ``not comparable`` where a network it uses did not learn."""
+    ``judge_learning`` (default: at :data:`PAPER_SCALE_STEPS` steps or more), ``not comparable``
+    where a network it uses did not learn."""
+    judge_learning = _judging(judge_learning, [u for us in results.values() for u in us])
     gap = lambda c, p: stack(results[c], "gaps", p)  # noqa: E731
     at = lambda c, slot: torch.stack([stack(results[c], "ic_accuracy", f"IC_{a}_{b}")  # noqa: E731
                                       for a, b in IC_PAIRS if a == slot]).mean(0)
@@ -675,10 +690,11 @@ def slot_preference(units: list[dict], w: str) -> torch.Tensor:
 
 
 def fig4_claims(results: dict[str, list[dict]], n_test: int, wheres: tuple[str, ...] = ("first", "middle", "last"),
-                *, judge_learning: bool = False) -> list[dict]:
+                *, judge_learning: bool | None = None) -> list[dict]:
     """Figure 4's claims (:func:`fig4_specs`) as :func:`claim` rows from ``results["w|mask|pe"]``, each
-    with ``accuracy still rising`` (on the networks the claim uses); with ``judge_learning``,
-    ``not comparable`` where a network it uses did not learn."""
+    with ``accuracy still rising`` (on the networks the claim uses); with ``judge_learning`` (default:
+    at :data:`PAPER_SCALE_STEPS` steps or more), ``not comparable`` where a network it uses did not learn."""
+    judge_learning = _judging(judge_learning, [u for us in results.values() for u in us])
     pref = lambda w, c: slot_preference(results[f"{w}|{c}"], w)  # noqa: E731
     fl = lambda w, c: stack(results[f"{w}|{c}"], "gaps", "first-last")  # noqa: E731
     rows = []
@@ -690,7 +706,7 @@ def fig4_claims(results: dict[str, list[dict]], n_test: int, wheres: tuple[str, 
     return rows
 
 
-def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int, *, judge_learning: bool = False
+def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int, *, judge_learning: bool | None = None
                 ) -> tuple[list[dict], dict[str, float]]:
     """Figure 5's two sink claims on single-head units' stored ``sink_alpha`` ``(seeds, depth, T)``.
 
@@ -700,9 +716,10 @@ def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int, *, judge_lea
     The sampling noise of ``alpha`` is bounded as a binomial over ``n_sink * depth`` (sequence, layer)
     pairs. Also returns a summary: ``alpha1``, ``alpha1_unif``, ``share1`` (mean share of pairs with
     ``alpha_1 > 0.3``), ``share_other`` (largest mean share at keys ``2..T-1``). With
-    ``judge_learning`` both rows are ``not comparable`` unless every network learned (:func:`learned`).
+    ``judge_learning`` (default: at :data:`PAPER_SCALE_STEPS` steps or more) both rows are ``not
+    comparable`` unless every network learned (:func:`learned`).
     """
-    lrn = learned(units) if judge_learning else None
+    lrn = learned(units) if _judging(judge_learning, units) else None
     alpha = stack(units, "sink_alpha")                               # (seeds, depth, T)
     T, depth = alpha.shape[-1], alpha.shape[1]
     unif = uniform_sink_alpha(mask)

@@ -426,3 +426,14 @@ def test_first_is_peak_and_sink_rate_rows():
     assert rows[0]["rate at the sink"] == 0.5 and abs(rows[0]["max elsewhere"] - 0.1) < 1e-12
     assert abs(rows[1]["rate at the sink"] - 0.3) < 1e-12 and rows[1]["max elsewhere"] == 0.1
     assert rows[2] == {"network": "real", "rate at the sink": 0.7, "max elsewhere": 0.3}
+
+
+def test_claims_are_judged_for_learning_by_default_at_the_papers_scale():
+    """judge_learning=None: a claim on networks trained PAPER_SCALE_STEPS steps or more is 'not
+    comparable' when one did not learn; shorter runs (the re-run-it-yourself profiles) are not judged."""
+    weak = _learning_unit(0.10, 3.0)
+    short = {pe: [weak] * 3 for pe in ev.FIG3_NAMES}
+    long = {pe: [{**weak, "params": {"steps": ev.PAPER_SCALE_STEPS}}] * 3 for pe in ev.FIG3_NAMES}
+    assert {r["verdict"] for r in ev.fig3_claims(long, 1000)} == {"not comparable"}
+    assert "not comparable" not in {r["verdict"] for r in ev.fig3_claims(short, 1000)}
+    assert "not comparable" not in {r["verdict"] for r in ev.fig3_claims(long, 1000, judge_learning=False)}
