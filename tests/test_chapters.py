@@ -137,3 +137,15 @@ def test_a_cost_block_with_unknown_keys_or_unsafe_expressions_is_refused(tmp_pat
         with pytest.raises(ValueError, match=message):
             chapters._load("zz-bad")
     chapters._load.cache_clear()
+
+
+def test_a_constraint_may_use_a_generator_expression_over_the_parameters():
+    from pathlib import Path
+
+    from posbias.chapters import Chapter, Param
+
+    ch = Chapter("zz", Path("zz.md"), "zz", {"n": Param("n", "int", 8, "n"), "ws": Param("ws", "int_list", [2, 4], "ws")},
+                 {}, constraints=[{"rule": "all(w <= n for w in ws)", "message": "windows fit"}])
+    assert ch.resolve(overrides={"ws": "2,8"})["ws"] == [2, 8]
+    with pytest.raises(ParamError, match="windows fit"):
+        ch.resolve(overrides={"ws": "2,9"})
