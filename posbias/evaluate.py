@@ -791,12 +791,17 @@ def fig6_claims(excess: dict[str, torch.Tensor], windows: list[int], prefixes: l
     return rows
 
 
-def expected_false_verdicts(n_claims: int, z: float = 2.0) -> float:
+def expected_false_verdicts(n_claims: int, z: float | None = None, level: float = 0.05) -> float:
     """How many of ``n_claims`` independent claims whose quantity is exactly zero would get a
-    decided verdict (beyond ``z`` standard errors either way) by chance, under a normal
-    approximation: ``n_claims * P(|Z| > z)`` (about 0.046 per claim at ``z = 2``)."""
+    decided verdict by chance. The verdicts of :func:`claim` are two-sided tests at ``level``
+    (Student's t): ``n_claims * level`` (at most that, since the test-set error is a bound). With
+    ``z``, for a rule "beyond ``z`` standard errors" under a normal approximation:
+    ``n_claims * P(|Z| > z)`` (about 0.046 per claim at ``z = 2``). Count only the claims tested
+    (:func:`n_tested`): ``not comparable`` ones are never decided."""
     import math
 
+    if z is None:
+        return n_claims * level
     return n_claims * math.erfc(z / math.sqrt(2))
 
 

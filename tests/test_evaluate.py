@@ -284,7 +284,8 @@ def test_fig6_claims_skip_missing_labels():
 
 
 def test_expected_false_verdicts_is_the_two_sided_normal_tail():
-    assert abs(ev.expected_false_verdicts(1) - 0.0455) < 1e-4 and abs(ev.expected_false_verdicts(20, z=1.96) - 1) < 1e-3
+    assert abs(ev.expected_false_verdicts(1, z=2) - 0.0455) < 1e-4 and abs(ev.expected_false_verdicts(20, z=1.96) - 1) < 1e-3
+    assert ev.expected_false_verdicts(20) == 20 * 0.05 and ev.expected_false_verdicts(10, level=0.01) == 10 * 0.01
 
 
 def test_check_attention_records_fails_on_a_leak_and_on_stale_alpha(fresh):
