@@ -856,3 +856,18 @@ def sink_rate_rows(toy_share: dict[str, torch.Tensor], windows: list[int], prefi
         if key in toy_share:
             rows.append(row(name, torch.as_tensor(toy_share[key], dtype=torch.float64).mean(0), k))
     return rows + [row(name, torch.as_tensor(r, dtype=torch.float64)) for name, r in real.items()]
+
+
+#: The columns of a claims table a reader needs, in order, when a row has them.
+CLAIM_COLUMNS = ("depth", "claim", "mean", "se", "verdict", "learned", "accuracy shallow/deep",
+                 "accuracy still rising")
+
+
+def claims_frame(rows: list[dict]):
+    """A chapter's claims table for the page: the :func:`claim` rows indexed by name, with only the
+    :data:`CLAIM_COLUMNS` the rows carry (not the bookkeeping: sign, runs, critical value, p,
+    asserted), mean and SE to three decimals. Returns a ``pandas`` ``Styler``."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows).set_index("name")
+    return df[[c for c in CLAIM_COLUMNS if c in df.columns]].style.format({"mean": "{:+.3f}", "se": "{:.3f}"})

@@ -438,3 +438,11 @@ def test_claims_are_judged_for_learning_by_default_at_the_papers_scale():
     assert {r["verdict"] for r in ev.fig3_claims(long, 1000)} == {"not comparable"}
     assert "not comparable" not in {r["verdict"] for r in ev.fig3_claims(short, 1000)}
     assert "not comparable" not in {r["verdict"] for r in ev.fig3_claims(long, 1000, judge_learning=False)}
+
+
+def test_claims_frame_keeps_the_readers_columns():
+    rows = [{**ev.claim("up", "positive", [0.3, 0.2], 10000), "accuracy still rising": False, "asserted": True}]
+    shown = ev.claims_frame(rows).data
+    assert list(shown.index) == ["up"] and list(shown.columns) == ["claim", "mean", "se", "verdict",
+                                                                    "accuracy still rising"]
+    assert "+0.250" in ev.claims_frame(rows).to_html()
