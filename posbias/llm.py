@@ -56,6 +56,8 @@ __all__ = [
     "stream_curves",
     "streaming_chapter",
     "evidence_positions",
+    "retrieval_params",
+    "paper_sentence",
     "retrieval_rows",
     "retrieval_chapter",
     "DECODER_KINDS",
@@ -630,6 +632,30 @@ def evidence_positions(n_pairs: int, n_positions: int) -> list[int]:
     if not 2 <= n_positions <= n_pairs:
         raise ValueError(f"need 2 <= n_positions <= n_pairs, got {n_positions} of {n_pairs}")
     return [i * (n_pairs - 1) // (n_positions - 1) for i in range(n_positions)]
+
+
+def retrieval_params(n_pairs: int, trials: int, n_hex: int, seed: int, n_positions: int = 0) -> dict:
+    """The ``lost-in-the-middle`` chapter's parameters as :func:`retrieval_chapter` takes them (and the
+    store keys them): ``positions`` from :func:`evidence_positions` only when ``n_positions`` is not 0
+    (every position), so a record of every position keeps its key."""
+    params = dict(n_pairs=n_pairs, trials=trials, n_hex=n_hex, seed=seed)
+    if n_positions:
+        params["positions"] = evidence_positions(n_pairs, n_positions)
+    return params
+
+
+def paper_sentence(rows: list[dict], n_pairs: int) -> str:
+    """One sentence on a stored retrieval record: its size and whether its accuracy curve is U-shaped
+    (:func:`ends_minus_middle`), with the accuracies at the first, middle and last measured positions."""
+    tab = retrieval_table(rows, n_pairs)
+    acc = ends_minus_middle(tab, "accuracy")
+    shape = "U-shaped" if acc["u_shape"] else "not shown to be U-shaped"
+    return (f"with {n_pairs} pairs and {int(tab['trials'][0])} prompts at each of {len(tab['position'])} "
+            f"positions ({', '.join(map(str, tab['position']))}), the accuracy curve is {shape} beyond two "
+            f"standard errors: {acc['first']:.0%} with the evidence first, {acc['middle']:.0%} on average "
+            f"between, {acc['last']:.0%} last (first minus middle {acc['first_minus_middle']:+.2f} ± "
+            f"{acc['first_minus_middle_se']:.2f}, last minus middle {acc['last_minus_middle']:+.2f} ± "
+            f"{acc['last_minus_middle_se']:.2f})")
 
 
 def retrieval_rows(model, tokenizer, n_pairs: int, trials: int, n_hex: int = 8, seed: int = 0,

@@ -400,3 +400,18 @@ def test_retrieval_rows_measures_the_asked_positions(monkeypatch):
     assert seen[2] == llm.kv_example(6, 5, seed=3 * 1_000_003 + 5 * 1000 + 0)
     everything = llm.retrieval_rows(None, None, n_pairs=3, trials=1, seed=0)
     assert [r["gold"] for r in everything] == [0, 1, 2]
+
+
+def test_retrieval_params_keep_the_every_position_key():
+    assert llm.retrieval_params(10, 12, 8, 0) == {"n_pairs": 10, "trials": 12, "n_hex": 8, "seed": 0}
+    assert llm.retrieval_params(20, 24, 8, 0, 4)["positions"] == [0, 6, 12, 19]
+
+
+def test_paper_sentence_states_the_shape():
+    rows = [_row(g, c, g if c else -1, -1.0 if c else -5.0)
+            for g, cs in ((0, [True] * 9 + [False]), (5, [False] * 10), (9, [True] * 10)) for c in cs]
+    text = llm.paper_sentence(rows, n_pairs=10)
+    assert "10 prompts at each of 3 positions (1, 6, 10)" in text and "is U-shaped" in text
+    assert "90% with the evidence first, 0% on average between, 100% last" in text
+    flat = [dict(r, correct=False) for r in rows]
+    assert "not shown to be U-shaped" in llm.paper_sentence(flat, n_pairs=10)
