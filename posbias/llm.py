@@ -70,6 +70,7 @@ __all__ = [
     "perplexity_after_eviction",
     "streaming_table",
     "streaming_summary",
+    "streaming_sentence",
     "kv_bytes_per_token",
     "filled_cache_size",
     "retrieval_table",
@@ -814,6 +815,20 @@ def streaming_summary(ppl: dict, windows: list[int], sinks: list[int]) -> dict[s
             "jump_w_min": ppl[(0, min(windows))] / ppl[("full", min(windows))],
             "closed": min((logp[(0, w)] - logp[(k, w)]) / (logp[(0, w)] - logp[("full", w)]) for w in windows),
             "near": max(ppl[(k, w)] / ppl[("full", w)] for w in windows)}
+
+
+def streaming_sentence(curves: dict, n_stream: int, n_streams: int, windows: list[int],
+                       sinks: list[int]) -> str:
+    """One sentence on a stored :func:`stream_curves` record: its size and, at its largest window, the
+    perplexities of the full, window-only and most-sinks caches once they evict
+    (:func:`perplexity_after_eviction`)."""
+    ppl, w, k = perplexity_after_eviction(curves, windows, sinks), max(windows), max(sinks)
+    full, alone, kept = ppl[("full", w)], ppl[(0, w)], ppl[(k, w)]
+    closed = (np.log(alone) - np.log(kept)) / (np.log(alone) - np.log(full))
+    return (f"over {n_streams} streams of {n_stream} tokens with a window of w = {w}, the full cache's "
+            f"perplexity is {full:.2f} once the caches evict, the window-only cache's {alone:.2f} "
+            f"({alone / full:.2f} times as much) and that of {k} sinks + window {kept:.2f}, "
+            f"{closed:.0%} of the window-only cache's gap in log-perplexity closed")
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_number: int = 2) -> int:

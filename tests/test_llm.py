@@ -415,3 +415,13 @@ def test_paper_sentence_states_the_shape():
     assert "90% with the evidence first, 0% on average between, 100% last" in text
     flat = [dict(r, correct=False) for r in rows]
     assert "not shown to be U-shaped" in llm.paper_sentence(flat, n_pairs=10)
+
+
+def test_streaming_sentence_reads_the_largest_window():
+    w, sinks, n = 3, [0, 2], 12
+    start = max(sinks) + w
+    curve = lambda c: [50.0] * start + [c] * (n - start)  # noqa: E731
+    curves = {"full": curve(1.0), "stream": {"0-3": curve(2.0), "2-3": curve(1.2)}}
+    text = llm.streaming_sentence(curves, n, 1, [w], sinks)
+    assert f"is {np.e:.2f} once" in text and f"window-only cache's {np.e ** 2:.2f} ({np.e:.2f} times" in text
+    assert "2 sinks + window" in text and "80% of the window-only" in text
