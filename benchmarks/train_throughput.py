@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from posbias.model import EnsembleNet, MemberConfig
 from posbias.provenance import collect, git_state, now_iso
 from posbias.store import atomic_write_text
-from posbias.task import TaskConfig, ensemble_batch, make_task
+from posbias.task import ensemble_batch, make_task
 from posbias.train import FIG2_PES, tune_allocator
 
 B, D, L = 128, 64, 32
@@ -117,7 +117,8 @@ def allocator_ab(rounds: int, steps: int, threads: int) -> dict:
         procs = []
         for flag in order:
             env = {**os.environ, "POSBIAS_TUNE_MALLOC": flag}
-            procs.append((flag, subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)))
+            child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+            procs.append((flag, child))
             if not pair:
                 procs[-1][1].wait()
         for flag, p in procs:
@@ -201,7 +202,8 @@ def main() -> None:
         out["depths"][depth] = row
         fig2_seconds += t_ens * 100_000
         print(f"depth {depth}: {E} members in {len(groups)} ensembles | {1 / t_ens:6.2f} steps/s | one mixed "
-              f"ensemble {1 / t_mixed:6.2f} | one at a time {1 / t_one:6.2f} steps/s | x{t_one / t_ens:4.1f} over one at "
+              f"ensemble {1 / t_mixed:6.2f} | one at a time {1 / t_one:6.2f} steps/s | "
+              f"x{t_one / t_ens:4.1f} over one at "
               f"a time, x{t_mixed / t_ens:4.2f} over mixed | {flops / t_ens / 1e9:6.1f} GFLOP/s = "
               f"{100 * flops / t_ens / peak:4.1f}% of fp32 peak | data {100 * t_data / t_ens:4.1f}%"
               + (f" | bf16 x{t_ens / row['bf16_step_s']:.2f}" if a.bf16 else ""), flush=True)
@@ -215,7 +217,7 @@ def main() -> None:
         from posbias import train
 
         settings = {**train.PROFILES["default"], "steps": a.bf16_gaps}
-        fp32 = train.run_campaign("wu-fig-2", "default", progress=False, depths=[2], **{k: v for k, v in settings.items()})
+        fp32 = train.run_campaign("wu-fig-2", "default", progress=False, depths=[2], **settings)
         units = [u for us in train.campaign_units("wu-fig-2", **settings, depths=[2]).values() for u in us]
         t = time.perf_counter()
         bf = train.train_units(units, progress=False, autocast_bf16=True)
@@ -233,7 +235,8 @@ def main() -> None:
             print(f"{row['config']:12s} {row['gap']:18s} fp32 {row['fp32_mean']:+.3f} bf16 {row['bf16_mean']:+.3f} "
                   f"| paired difference {row['diff_mean']:+.4f} ± {row['diff_se']:.4f} (seed spread of the gap "
                   f"{row['fp32_sd']:.3f}) | {'changed' if row['changed'] else 'unchanged'} at 2 SE")
-        print(f"bf16 training of {len(units)} units for {a.bf16_gaps} steps took {out['bf16_gaps_train_seconds']:.0f} s")
+        print(f"bf16 training of {len(units)} units for {a.bf16_gaps} steps took "
+              f"{out['bf16_gaps_train_seconds']:.0f} s")
     if a.json:      # with what ran it: command, commit, versions, CPU, wall time
         out["argv"] = sys.argv[1:]
         out["provenance"] = collect(started=started, wall_seconds=round(time.perf_counter() - t_start, 3),

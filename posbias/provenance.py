@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "device_info", "collect", "canonical_json", "sha256_bytes", "sha256_file"]
+__all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "device_info", "collect", "canonical_json",
+           "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("posbias", "torch", "numpy", "scipy", "matplotlib", "seaborn", "jupyter-book", "jupytext",

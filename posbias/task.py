@@ -148,7 +148,8 @@ def _items(means: torch.Tensor, eps: float, g: torch.Generator) -> torch.Tensor:
 
 def embed(items: torch.Tensor, item_labels: torch.Tensor, query: torch.Tensor,
           label_vectors: torch.Tensor) -> torch.Tensor:
-    """Interleave items ``(..., N, D)``, label ids ``(..., N)`` and query ``(..., D)`` into tokens ``(..., 2N+1, D)``."""
+    """Interleave items ``(..., N, D)``, label ids ``(..., N)`` and query ``(..., D)`` into tokens
+    ``(..., 2N+1, D)``."""
     lab = label_vectors[item_labels]                                   # (..., N, D)
     pairs = torch.stack((items, lab), dim=-2).flatten(-3, -2)          # (..., 2N, D)
     return torch.cat((pairs, query.unsqueeze(-2)), dim=-2)

@@ -4,7 +4,7 @@ import math
 import torch
 from hypothesis import given, settings, strategies as st
 
-from posbias.attention import (apply_rope, attention_weights, decay_bias, masked_softmax, random_attention_stack,
+from posbias.attention import (apply_rope, decay_bias, masked_softmax, random_attention_stack,
                                rope_angles, sinusoidal_pe)
 from posbias.masks import make_mask
 

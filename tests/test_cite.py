@@ -56,6 +56,7 @@ def test_footer_shows_the_command_and_every_parameter():
     ch = get_chapter("wu-thm-4-1")
     params = ch.resolve("smoke")
     md = footer_markdown("wu-thm-4-1", params, [], "smoke")
-    assert "Re-run this chapter" in md and rerun_command("wu-thm-4-1", params, {n: p.default for n, p in ch.params.items()}) in md
+    defaults = {n: p.default for n, p in ch.params.items()}
+    assert "Re-run this chapter" in md and rerun_command("wu-thm-4-1", params, defaults) in md
     for name in ch.params:
         assert f"| `{name}` |" in md

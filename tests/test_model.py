@@ -1,11 +1,9 @@
 """posbias.model: masks, PEs and residual act as stated; the ensemble is bit-for-bit its members."""
-import math
-
 import pytest
 import torch
 
 from posbias.model import EnsembleNet, MemberConfig
-from posbias.task import TaskConfig, ensemble_batch, make_task
+from posbias.task import ensemble_batch, make_task
 
 CFGS = [MemberConfig("causal", "none"), MemberConfig("decay", "none"), MemberConfig("causal", "rope"),
         MemberConfig("full", "sin", residual=True), MemberConfig("window", "none", window=4),

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -32,7 +31,8 @@ def smoke_pdf(smoke_book) -> dict:
     if not (root / "book" / "_executed" / "status.md").exists():
         pytest.skip("the smoke book build did not execute the chapters (see test_book.py)")
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", "import sys; from posbias.build import build_pdf; sys.exit(build_pdf())"],
+    code = "import sys; from posbias.build import build_pdf; sys.exit(build_pdf())"
+    proc = subprocess.run([sys.executable, "-c", code],
                           cwd=root, env=smoke_book["env"], capture_output=True, text=True, timeout=900)
     pdf = root / "_build" / "latex" / "posbias.pdf"
     return {"root": root, "code": proc.returncode, "log": proc.stdout + proc.stderr, "pdf": pdf,
@@ -81,7 +81,8 @@ def test_pdf_has_pages_chapters_and_glued_numbers(smoke_pdf):
     assert not missing, f"chapter titles not in the PDF text: {missing}"
     # Numbers glued into the prose ({glue:text}`name:.3f`) show the values of results.json.
     src = (smoke_pdf["root"] / "notebooks" / "wu-thm-4-1.md").read_text()
-    values = json.loads((smoke_pdf["root"] / "book" / "_executed" / "wu-thm-4-1" / "results.json").read_text())["values"]
+    results = smoke_pdf["root"] / "book" / "_executed" / "wu-thm-4-1" / "results.json"
+    values = json.loads(results.read_text())["values"]
     glued = re.findall(r"\{glue:text\}`([\w-]+):(\.\d+f)`", src)
     assert glued, "wu-thm-4-1 glues no formatted float"
     for name, fmt in glued:
@@ -93,7 +94,8 @@ def test_pdf_shows_every_figure_as_an_image(smoke_pdf):
     """Every {glue:figure} is in the PDF as the saved vector file (figures.save glues its PDF for LaTeX and
     its PNG for HTML), not as the text of a matplotlib repr."""
     assert smoke_pdf["pdf"].exists(), smoke_pdf["log"][-3000:]
-    n_fig = sum(len(re.findall(r"^```\{glue:figure\}", (smoke_pdf["root"] / "notebooks" / f"{cid}.md").read_text(), re.M))
+    notebooks = smoke_pdf["root"] / "notebooks"
+    n_fig = sum(len(re.findall(r"^```\{glue:figure\}", (notebooks / f"{cid}.md").read_text(), re.M))
                 for cid in toc_chapters())
     tex = smoke_pdf["pdf"].with_suffix(".tex").read_text()
     included = re.findall(r"\\sphinxincludegraphics(?:\[[^\]]*\])?\{\{?([^}]+?)\}?\}", tex)

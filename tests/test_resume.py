@@ -39,8 +39,8 @@ DEADLINE = 240.0    # seconds any one stage may take on a loaded machine before 
 
 
 def _env(cache: Path) -> dict[str, str]:
-    return dict(os.environ, POSBIAS_CACHE=str(cache), POSBIAS_CHECKPOINT_SECONDS=CHECKPOINT_SECONDS, POSBIAS_THREADS="1",
-                POSBIAS_WRITE_DATA="0", PYTHONPATH=str(ROOT))
+    return dict(os.environ, POSBIAS_CACHE=str(cache), POSBIAS_CHECKPOINT_SECONDS=CHECKPOINT_SECONDS,
+                POSBIAS_THREADS="1", POSBIAS_WRITE_DATA="0", PYTHONPATH=str(ROOT))
 
 
 def _start(cache: Path, out: Path, args: list[str] | None = None) -> subprocess.Popen:

@@ -1,6 +1,4 @@
 """posbias.task: the Reddy-style data is seeded, vectorised and has the structure it claims."""
-import math
-
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st

@@ -325,7 +325,7 @@ class _Progress:
         total = sum(p[0].steps for p in parts)
         self.bar = None
         if show:
-            from tqdm.auto import tqdm
+            from tqdm import tqdm
             self.bar = tqdm(total=total, initial=sum(self.done.values()), desc="steps", unit="step", file=sys.stderr)
             self.bar.set_postfix_str(f"units 0/{self.units}")
 
