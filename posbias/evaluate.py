@@ -364,9 +364,9 @@ def final_accuracy(units: list[dict]) -> torch.Tensor:
 
 #: A network has learned when its final training loss is at most this fraction of chance's ``ln L``
 #: (:func:`learned`).
-LEARNED_LOSS_FRACTION = 0.5
+LEARNED_LOSS_FRACTION = 0.75
 #: ... and its final mean IC accuracy is at least this many times chance ``1 / L``.
-LEARNED_ACCURACY_FACTOR = 8
+LEARNED_ACCURACY_FACTOR = 13
 #: Training runs of at least this many steps are held to the paper's standard: claims on them are
 #: judged for learning by default (``judge_learning=None``) and ``check_training`` asks that at
 #: least half of the networks learned. Shorter runs are the book's re-run-it-yourself demonstrations.
@@ -385,15 +385,16 @@ def learned(units: list[dict], n_labels: int = TaskConfig.n_labels, *,
             ) -> list[bool]:
     """Did each network learn the task? One flag per unit.
 
-    Learned: the mean training loss over the last evaluation interval is at most
-    ``loss_fraction * ln L`` (half of chance's ``ln 32 = 3.47`` nats: the right label gets, in
-    geometric mean, at least ``1/sqrt(L)``, 5.7 times chance) *and* the final mean accuracy over the
-    six IC sets is at least ``accuracy_factor / L`` (a quarter: 8 times chance, half of the 0.52 that
-    every two-layer network reaches at the paper's settings). At those settings (Figure 2's 45
-    units) the final losses fall in two clusters with nothing between 1.56 and 2.13 nats, so the
-    loss threshold (1.73) is not a knife edge: two-layer networks end at 0.64-0.70 and learn; the
-    six-layer ones without residual and without a decay mask end at 2.35-3.32 with accuracies
-    0.12-0.40 and do not.
+    Learned: the final mean accuracy over the six IC sets is at least ``accuracy_factor / L``
+    (13/32 = 0.41: 13 times chance, about four fifths of the 0.52 that every two-layer network
+    reaches at the paper's settings) *and* the mean training loss over the last evaluation interval
+    is at most ``loss_fraction * ln L`` (three quarters of chance's ``ln 32 = 3.47`` nats, 2.60).
+    Accuracy is the task the paper's claims are about; the loss guards against a network that
+    scores by luck on the test sets. On Figure 2's 45 paper units the accuracies leave a gap between
+    0.39 and 0.43 where the threshold sits: every network at depths 2 and 4 learned (the four-layer
+    No-PE ones reach 0.44 with losses of 2.13-2.24, slower to fit the training batches than the rest
+    but as accurate as four-layer RoPE); at depth 6 the decay networks learned (0.43-0.51, losses
+    0.75-2.45) and none of the No-PE or RoPE ones did (0.12-0.39, losses 2.39-3.32).
     """
     import math
 
