@@ -176,7 +176,9 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert list(cache.rglob("*.ckpt")) == [] and list(cache.rglob("*.tmp")) == []
     _assert_nothing_half_written(cache)
     resumed = json.loads((out / "results.json").read_text())
-    assert [d["source"] for d in resumed["data"]] == ["computed"]
+    # The chapter trained one unit; the rest it reads are Figure 2's committed paper units (its paper section).
+    sources = [d["source"] for d in resumed["data"]]
+    assert sources.count("computed") == 1 and set(sources) <= {"computed", "committed"}, sources
 
     # 5. The same result as the uninterrupted run.
     code, err = _finish(reference_run)
