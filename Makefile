@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --disable-pip-version-check -c constraint
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export MPLBACKEND := Agg
 
-.PHONY: all install book test test-fast pdf chromium check-data clean distclean
+.PHONY: all install book test test-fast lint pdf chromium check-data clean distclean
 
 all: book
 
@@ -62,11 +62,15 @@ chromium:
 	  { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1; } || \
 	  echo "warning: could not install chromium; the browser test will be skipped (and fail under CI=1)"; }
 
-test: install chromium
+test: install chromium lint
 	$(BIN)/python -m pytest -q
 
-test-fast: install
+test-fast: install lint
 	$(BIN)/python -m pytest -q -m "not book"
+
+# House style (pyproject.toml's [tool.ruff]): unused and undefined names, lambdas assigned to names, line length.
+lint: install
+	$(BIN)/ruff check posbias tests benchmarks
 
 clean:
 	rm -rf _build book/_executed runs .pytest_cache

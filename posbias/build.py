@@ -210,7 +210,8 @@ def build(profile: str = "default", jobs: int = 1, builder: str = "html", chapte
     if code != 0:
         print(f"posbias build: jupyter-book failed (exit {code}) after {wall:.0f} s", file=sys.stderr)
         return code
-    where = {"html": ROOT / "_build" / "html" / "index.html", "pdflatex": pdf_path()}.get(builder, ROOT / "_build" / builder)
+    where = {"html": ROOT / "_build" / "html" / "index.html", "pdflatex": pdf_path()}.get(
+        builder, ROOT / "_build" / builder)
     what = "Open the PDF" if builder == "pdflatex" else "Open the book"
     print(f"posbias build: done in {wall:.0f} s. {what}: {where}", flush=True)
     return 0

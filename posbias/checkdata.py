@@ -276,7 +276,8 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         row.experiment = exp = rec.get("experiment", exp)
         expected = f"{exp}/{store.key_of(exp, rec.get('params', {}), rec.get('version', ''))}.json"
         if expected != name:
-            row.verdict, row.hash_ok = f"FAIL: its experiment, params and version hash to {expected}, not to its file name", False
+            row.verdict, row.hash_ok = (
+                f"FAIL: its experiment, params and version hash to {expected}, not to its file name", False)
             continue
         spec = RECOMPUTE.get(exp)
         if spec is None:

@@ -29,7 +29,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for p in ch.params.values():
             print(f"  {p.name:<18} {p.type:<10} {json.dumps(p.default):<22} {p.describe_range()}; {p.help}")
         for prof, over in ch.profiles.items():
-            print(f"\n  profile {prof}: " + (", ".join(f"{k}={json.dumps(v)}" for k, v in over.items()) or "(defaults)"))
+            print(f"\n  profile {prof}: "
+                  + (", ".join(f"{k}={json.dumps(v)}" for k, v in over.items()) or "(defaults)"))
         for c in ch.constraints:
             print(f"  constraint: {c['rule']}  ({c.get('message', '')})")
         _print_cost(ch)
@@ -255,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="cheapest committed results to recompute per experiment (0 = none)")
     p.add_argument("--budget-seconds", type=float, default=120.0,
                    help="estimated seconds (from the stored wall times) allowed for recomputation")
-    p.add_argument("--all", action="store_true", help="recompute every registered record, ignoring --sample and the budget")
+    p.add_argument("--all", action="store_true",
+                   help="recompute every registered record, ignoring --sample and the budget")
     p.add_argument("--experiment", action="append", default=None, metavar="NAME",
                    help="recompute only this experiment (repeatable); every file is still hash-checked")
     p.add_argument("--brief", action="store_true", help="list only recomputed, skipped or failing files")

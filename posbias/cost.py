@@ -10,7 +10,8 @@ safe language of its constraints, :mod:`posbias.chapters`), calibrated from a me
       calibration: "default profile: 14 s, 420 MiB peak on one core (AMD family 25)"
 
 The name ``defaults`` is True for the chapter's default parameters, whose expensive results are
-committed: ``seconds: "25 if defaults else 25 + 5e-9 * sims * ..."``. A chapter that trains networks (:data:`posbias.training.CHAPTER_CAMPAIGNS`) adds, for every unit it
+committed: ``seconds: "25 if defaults else 25 + 5e-9 * sims * ..."``. A chapter that trains networks
+(:data:`posbias.training.CHAPTER_CAMPAIGNS`) adds, for every unit it
 reads that is not stored yet (``data/`` or the user cache), its steps times ``network_step`` at the
 unit's depth. ``posbias run`` prints the estimate first, asks for ``--yes`` above :data:`LONG_SECONDS`
 on a terminal, and refuses a run whose peak exceeds the memory available (:func:`available_mb`).
@@ -50,7 +51,8 @@ class Estimate:
             nets = "network" if self.units == 1 else "networks"
             train = (f" ({human_seconds(self.train_seconds)} of it training the {missing} of {self.units} "
                      f"{nets} not stored yet)" if missing else f" (all {self.units} {nets} stored)")
-        return f"about {human_seconds(self.seconds)} on one CPU core{train}, peak memory about {self.memory_mb:,.0f} MiB"
+        return (f"about {human_seconds(self.seconds)} on one CPU core{train}, "
+                f"peak memory about {self.memory_mb:,.0f} MiB")
 
 
 def human_seconds(s: float) -> str:

@@ -14,8 +14,9 @@ from .model import EnsembleNet
 from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps",
-           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "depth_claims", "still_learning",
-           "final_accuracy", "loss_rose", "training_sanity", "attention_residual", "VERDICTS", "publish_claims", "check_claims",
+           "sink_alpha", "sink_share", "seed_mean_se", "verdict", "stack", "gap_curves", "claim", "depth_claims",
+           "still_learning", "final_accuracy", "loss_rose", "training_sanity", "attention_residual", "VERDICTS",
+           "publish_claims", "check_claims",
            "t_critical", "p_value", "holm", "holm_verdicts", "learned", "LEARNED_LOSS_FRACTION",
            "LEARNED_ACCURACY_FACTOR", "depth_mean_claim", "residual_claims", "fig3_specs", "fig3_claims",
            "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS"]
@@ -276,8 +277,10 @@ def fixed_depth_claims(gap: Callable[[str, str], torch.Tensor]) -> list[tuple[st
          fl("No PE") - gap("No PE", "middle-last"), 4),
         ("decay-reduces", "the decay mask lowers the first-vs-last gap below No PE", ["No PE", "decay"],
          fl("No PE") - fl("decay"), 4),
-        ("rope-reduces", "RoPE lowers the first-vs-last gap below No PE", ["No PE", "RoPE"], fl("No PE") - fl("RoPE"), 4),
-        ("decay-more-than-rope", "the decay mask lowers it more than RoPE", ["RoPE", "decay"], fl("RoPE") - fl("decay"), 4),
+        ("rope-reduces", "RoPE lowers the first-vs-last gap below No PE", ["No PE", "RoPE"],
+         fl("No PE") - fl("RoPE"), 4),
+        ("decay-more-than-rope", "the decay mask lowers it more than RoPE", ["RoPE", "decay"],
+         fl("RoPE") - fl("decay"), 4),
     ]
 
 
@@ -453,7 +456,8 @@ def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = T
     Every network's loss fell (with ``late_rise_ok``: fell below its first interval's at some
     evaluation, so that a network that learned and then became unstable is reported, glued as
     ``n_loss_rose``, rather than refused; a pipeline that does not train still fails); every stored
-    accuracy is a count out of ``n_test``; with ``gaps``, the stored gaps are the differences of the stored accuracies; from 500 steps on (a rule on the
+    accuracy is a count out of ``n_test``; with ``gaps``, the stored gaps are the differences of the
+    stored accuracies; from 500 steps on (a rule on the
     parameters: a few dozen smoke iterations test the plumbing, not learning) the worst network beats
     chance by more than three binomial standard errors and the median network reaches four times
     chance (``above-chance``: a pipeline in which most networks learn nothing fails, while a few
@@ -728,7 +732,8 @@ def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int, *, judge_lea
     n_eff = n_sink * depth
     rows = [claim("above-uniform", "key 1 receives more attention than under uniform attention",
                   alpha[:, :, 0].mean(1) - float(unif[0]), n_eff, n_acc=1, learned=lrn),
-            claim("sink-first", "key 1 exceeds its uniform baseline by more than any other key does (the last excluded)",
+            claim("sink-first",
+                  "key 1 exceeds its uniform baseline by more than any other key does (the last excluded)",
                   excess[:, 0] - excess[:, 1:T - 1].max(-1).values, n_eff, learned=lrn)]
     share = stack(units, "sink_share").mean(0)                       # (T,)
     return rows, {"alpha1": float(alpha[:, :, 0].mean()), "alpha1_unif": float(unif[0]),

@@ -22,8 +22,10 @@ from . import store
 __all__ = ["PARKED_DIR", "PART_BYTES", "parked_path", "parked_parts", "parked_files", "parked_checkpoints",
            "parked_checkpoint", "park", "unpark", "parts_problem", "whole_of"]
 
-PARKED_DIR = "checkpoints"      # data/checkpoints/<experiment>/<key>.<i>-of-<n>.pt: unfinished work, not an experiment
-PART_BYTES = 4 * 2**20          # a committed checkpoint is split into parts of at most 4 MiB (no tracked file over 5 MB)
+# data/checkpoints/<experiment>/<key>.<i>-of-<n>.pt: unfinished work, not an experiment
+PARKED_DIR = "checkpoints"
+# a committed checkpoint is split into parts of at most 4 MiB (no tracked file over 5 MB)
+PART_BYTES = 4 * 2**20
 _PART = re.compile(r"^(?P<key>.+)\.(?P<i>\d{3})-of-(?P<n>\d{3})\.pt$")
 
 

@@ -7,7 +7,6 @@ Inside ``posbias run`` the kernel has ``POSBIAS_RUN_DIR`` set; every call here i
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -81,7 +80,8 @@ def check(name: str, claim: str, value: Any, expected: Any, passed: bool) -> Non
     _RECORD["checks"].append(entry)
     _flush()
     mark = "{bdg-success}`PASS`" if passed else "{bdg-danger}`FAIL`"
-    _display_markdown(f"{mark} `{name}`: {claim}. Measured {_short(entry['value'])}; expected {_short(entry['expected'])}.")
+    _display_markdown(f"{mark} `{name}`: {claim}. Measured {_short(entry['value'])}; "
+                      f"expected {_short(entry['expected'])}.")
 
 
 def value(name: str, v: Any, display: bool = False) -> Any:

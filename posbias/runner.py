@@ -58,7 +58,8 @@ def default_out(chapter_id: str, params: dict[str, Any]) -> Path:
     return Path("runs") / f"{chapter_id}-{params_hash(params)}"
 
 
-def prepare(chapter_id: str, overrides: dict[str, Any] | None, profile: str, device: str = "auto") -> tuple[Chapter, dict[str, Any]]:
+def prepare(chapter_id: str, overrides: dict[str, Any] | None, profile: str,
+            device: str = "auto") -> tuple[Chapter, dict[str, Any]]:
     """Validate everything a run needs. Raises ParamError (exit 2) before any work."""
     chapter = get_chapter(chapter_id)
     params = chapter.resolve(profile, overrides)
@@ -124,7 +125,8 @@ def gate_cost(chapter: Chapter, params: dict[str, Any], yes: bool, quiet: bool) 
     est = cost.estimate(chapter, params)
     if not quiet:
         print(f"{chapter.id}: " + (f"estimated {est.describe()}" if est.declared else
-                                   "no cost estimate (the chapter declares no cost model)"), file=sys.stderr, flush=True)
+                                   "no cost estimate (the chapter declares no cost model)"),
+              file=sys.stderr, flush=True)
     avail = cost.available_mb()
     if avail is not None and est.memory_mb > avail:
         raise ParamError(f"{chapter.id} with these parameters needs an estimated {est.memory_mb:,.0f} MiB of memory at "
@@ -275,7 +277,8 @@ def _show_one_parameters_cell(nb_path: Path) -> None:
         if "parameters" in t and "remove-cell" not in t:
             cell.setdefault("metadata", {})["tags"] = [*t, "remove-cell"]
         if "injected-parameters" in t and not cell.source.startswith("# Parameters of this run"):
-            cell.source = cell.source.replace("# Parameters", "# Parameters of this run (defaults: the box at the end)", 1)
+            cell.source = cell.source.replace("# Parameters",
+                                              "# Parameters of this run (defaults: the box at the end)", 1)
     atomic_write_text(nb_path, nbformat.writes(nb))
 
 
@@ -361,7 +364,8 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
 
     interrupted = error is not None and stopped_by is not None
     record_path = out / "_record.json"
-    record = json.loads(record_path.read_text()) if record_path.exists() else {"checks": [], "values": {}, "data": [], "figures": []}
+    record = (json.loads(record_path.read_text()) if record_path.exists()
+              else {"checks": [], "values": {}, "data": [], "figures": []})
     seeds = sorted({v for k, v in params.items() if "seed" in k and isinstance(v, int)}
                    | {x for k, v in params.items() if "seed" in k and isinstance(v, list) for x in v})
     results = {

@@ -301,7 +301,8 @@ def cached(
                 "params": to_jsonable(params),
                 "result": result,
                 "result_sha256": _result_hash(result),
-                "provenance": {**collect(started=started, wall_seconds=round(wall if wall_seconds is None else wall_seconds, 3),
+                "provenance": {**collect(started=started,
+                                         wall_seconds=round(wall if wall_seconds is None else wall_seconds, 3),
                                          seeds=seeds, device=device), **to_jsonable(extra_provenance or {})},
             }
             source = "computed"

@@ -89,7 +89,8 @@ def test_constraint_language_is_restricted():
 
 
 @pytest.mark.parametrize("cid, overrides, pattern", [
-    ("wu-center-nodes", {"n_tokens": "8", "window": "9"}, r"window = 9, n_tokens = 8.*must fit in the sequence"),  # window wider than N
+    # window wider than N
+    ("wu-center-nodes", {"n_tokens": "8", "window": "9"}, r"window = 9, n_tokens = 8.*must fit in the sequence"),
     ("wu-center-nodes", {"window": "0"}, r"window.*below the minimum"),                          # a window of 0
     ("wu-center-nodes", {"n_tokens": "8", "prefix": "8"}, r"prefix = 8.*must fit in the sequence"),  # K >= N
     ("wu-thm-4-3", {"n_grid": "8,16", "k_grid": "8"}, r"prefix must be shorter than the sequence"),
@@ -115,7 +116,8 @@ def test_every_chapter_declares_a_cost_model_that_evaluates_in_every_profile(cid
 
     ch = get_chapter(cid)
     model = ch.meta.get("cost") or {}
-    assert {"seconds", "memory_mb", "calibration"} <= set(model), f"{cid}: declare cost: seconds, memory_mb, calibration"
+    assert {"seconds", "memory_mb", "calibration"} <= set(model), \
+        f"{cid}: declare cost: seconds, memory_mb, calibration"
     est = {prof: cost._eval(ch, "seconds", ch.resolve(prof)) for prof in PROFILES}
     mem = {prof: cost._eval(ch, "memory_mb", ch.resolve(prof)) for prof in PROFILES}
     for prof in PROFILES:
@@ -144,7 +146,8 @@ def test_a_constraint_may_use_a_generator_expression_over_the_parameters():
 
     from posbias.chapters import Chapter, Param
 
-    ch = Chapter("zz", Path("zz.md"), "zz", {"n": Param("n", "int", 8, "n"), "ws": Param("ws", "int_list", [2, 4], "ws")},
+    ch = Chapter("zz", Path("zz.md"), "zz",
+                 {"n": Param("n", "int", 8, "n"), "ws": Param("ws", "int_list", [2, 4], "ws")},
                  {}, constraints=[{"rule": "all(w <= n for w in ws)", "message": "windows fit"}])
     assert ch.resolve(overrides={"ws": "2,8"})["ws"] == [2, 8]
     with pytest.raises(ParamError, match="windows fit"):

@@ -72,7 +72,8 @@ def test_perturbed_recomputation_fails(data_copy, monkeypatch, capsys):
         return out
 
     spec = recompute.RECOMPUTE["kim-sim"]
-    monkeypatch.setitem(recompute.RECOMPUTE, "kim-sim", recompute.Recompute(perturbed, spec.atol, spec.rtol, spec.ignore))
+    monkeypatch.setitem(recompute.RECOMPUTE, "kim-sim",
+                        recompute.Recompute(perturbed, spec.atol, spec.rtol, spec.ignore))
     code = checkdata.check_data(sample=1, experiments=["kim-sim"])
     assert code != 0
     assert "differs from the committed result" in capsys.readouterr().err
@@ -141,14 +142,23 @@ def test_llm_chapters_recompute_through_their_library_function(data_copy, monkey
     assert experiment not in checkdata.NOT_RECOMPUTABLE
     spec = recompute.RECOMPUTE[experiment]
     assert {"wall_s", "peak_rss_mb"} <= set(spec.ignore) and spec.tolerance_note
-    [path] = (data_copy / experiment).glob("*.json")
-    rec = json.loads(path.read_text())
+    paths = sorted((data_copy / experiment).glob("*.json"))
+    assert paths
+    recs = {p: json.loads(p.read_text()) for p in paths}
     seen = []
-    monkeypatch.setattr(llm, chapter, lambda **kw: seen.append(kw) or {**rec["result"], "wall_s": 0.0, "peak_rss_mb": 0.0})
-    rows = checkdata.run_checks(sample=1, recompute_all=True, experiments=[experiment], log=lambda *a: None)
-    row = _row(rows, path, data_copy)
-    assert seen == [rec["params"]]
-    assert row.recomputed == "yes" and row.verdict == "ok" and row.max_abs == 0
+
+    def fake(**kw):
+        seen.append(kw)
+        [rec] = [r for r in recs.values() if r["params"] == kw]
+        return {**rec["result"], "wall_s": 0.0, "peak_rss_mb": 0.0}
+
+    monkeypatch.setattr(llm, chapter, fake)
+    rows = checkdata.run_checks(sample=len(paths), recompute_all=True, experiments=[experiment],
+                                log=lambda *a: None)
+    assert sorted(map(json.dumps, seen)) == sorted(json.dumps(r["params"]) for r in recs.values())
+    for path in paths:
+        row = _row(rows, path, data_copy)
+        assert row.recomputed == "yes" and row.verdict == "ok" and row.max_abs == 0, (path.name, row)
 
 
 def test_every_committed_kim_sim_record_has_first_mass():

@@ -152,7 +152,8 @@ def test_fixed_depth_claims_are_the_stated_differences():
 
 
 def test_depth_claims_are_deep_minus_shallow_gaps():
-    fl = {("No PE", 2): 1.0, ("No PE", 6): 4.0, ("decay", 2): 0.5, ("decay", 6): -1.0, ("RoPE", 2): 2.0, ("RoPE", 6): 2.5}
+    fl = {("No PE", 2): 1.0, ("No PE", 6): 4.0, ("decay", 2): 0.5, ("decay", 6): -1.0,
+          ("RoPE", 2): 2.0, ("RoPE", 6): 2.5}
     rows = ev.depth_claims(lambda pe, d: torch.tensor([fl[pe, d]]), 2, 6)
     assert {name: (float(q), n_acc, used) for name, _, used, q, n_acc in rows} == {
         "depth-nope": (3.0, 4, ["No PE"]), "depth-decay": (-1.5, 4, ["decay"]), "depth-rope": (0.5, 4, ["RoPE"])}
@@ -284,7 +285,8 @@ def test_fig6_claims_skip_missing_labels():
 
 
 def test_expected_false_verdicts_is_the_two_sided_normal_tail():
-    assert abs(ev.expected_false_verdicts(1, z=2) - 0.0455) < 1e-4 and abs(ev.expected_false_verdicts(20, z=1.96) - 1) < 1e-3
+    assert (abs(ev.expected_false_verdicts(1, z=2) - 0.0455) < 1e-4
+            and abs(ev.expected_false_verdicts(20, z=1.96) - 1) < 1e-3)
     assert ev.expected_false_verdicts(20) == 20 * 0.05 and ev.expected_false_verdicts(10, level=0.01) == 10 * 0.01
 
 

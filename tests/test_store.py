@@ -79,7 +79,8 @@ def test_write_data_promotes_a_cached_result_unchanged(env, monkeypatch):
     assert store.cached("exp", {"n": 4}, lambda: pytest.fail("must promote, not compute")) == {"v": 7.0}
     committed = env / "data" / "exp" / cached.name
     assert json.loads(committed.read_text()) == json.loads(cached.read_text())      # provenance kept
-    assert json.loads((env / "data" / "manifest.json").read_text()) == {f"exp/{cached.name}": store.sha256_file(committed)}
+    assert json.loads((env / "data" / "manifest.json").read_text()) == {
+        f"exp/{cached.name}": store.sha256_file(committed)}
     assert store.verify_data(log=lambda *a: None) == []
 
 
@@ -253,7 +254,8 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
     small = os.urandom(1000)                       # one part exactly: the three old parts go
     (part,) = parking.park(target, lambda f: f.write(small))
     assert part.name.endswith(".001-of-001.pt") and parking.parked_files() == [part]
-    assert parking.parked_checkpoint(target) == small and list(store.load_manifest()) == [str(part.relative_to(env / "data"))]
+    assert (parking.parked_checkpoint(target) == small
+            and list(store.load_manifest()) == [str(part.relative_to(env / "data"))])
 
     parts = parking.park(target, lambda f: f.write(blob))
     parts[1].write_bytes(b"x" + parts[1].read_bytes()[1:])          # altered
@@ -264,7 +266,8 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
     parts[2].unlink()                                                # missing
     with pytest.warns(UserWarning, match="has 2 of its 3 parts"):
         assert parking.parked_checkpoint(target) is None
-    assert [p.split(": ", 1)[1] for p in store.verify_data(log=lambda *a: None)] == ["listed in the manifest but missing"]
+    assert [p.split(": ", 1)[1] for p in store.verify_data(log=lambda *a: None)] == [
+        "listed in the manifest but missing"]
     store._set_manifest(str(parts[2].relative_to(env / "data")), None)   # missing and unlisted: only the whole says so
     assert store.verify_data(log=lambda *a: None) == [f"{target.relative_to(env / 'data')}: has 2 of its 3 parts"]
     parts = parking.park(target, lambda f: f.write(blob))
