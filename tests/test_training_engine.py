@@ -206,3 +206,26 @@ def test_guard_refuses_a_held_lock_and_tolerates_no_flock(tmp_path, monkeypatch)
     monkeypatch.setattr(fcntl, "flock", no_flock)
     with pytest.warns(UserWarning, match="does not support flock"), ck.guard(lock) as c:
         assert c
+
+
+def test_without_dashboard_a_second_cluster_neither_takes_nor_warns_about_port_8787():
+    """The dashboard is opt-in: without it the scheduler's HTTP routes go to a free port, so a campaign
+    started beside another (which may hold 8787) prints no port warning."""
+    import warnings
+
+    assert eng._dashboard(False) == ":0"
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("127.0.0.1", 8787))
+        holder.listen()
+    except OSError:
+        pass                                    # already held by something else: the same situation
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            engine = eng.Engine.local(1, threads=1)
+            engine.close()
+    finally:
+        holder.close()
+    assert not [w for w in caught if "8787" in str(w.message)], [str(w.message) for w in caught]

@@ -196,10 +196,13 @@ class Engine:
                 c()
 
 
-def _dashboard(on: bool) -> str | None:
-    """The dashboard address: ``:8787`` when asked for (needs ``bokeh``), else none."""
+def _dashboard(on: bool) -> str:
+    """The scheduler's HTTP address: ``:8787`` with the dashboard when asked for (needs ``bokeh``).
+
+    Without it Dask still serves its health and metrics routes; ``:0`` puts them on a free port, so
+    a second campaign on the machine neither collides with the first nor warns about port 8787."""
     if not on:
-        return None
+        return ":0"
     try:
         import bokeh  # noqa: F401
     except ImportError as e:
