@@ -141,6 +141,20 @@ class _Ensemble:
         return out
 
 
+def _resume(run: "_Ensemble", ckpt: Path, log: ck.Log) -> Path:
+    """Resume ``run`` from the checkpoint file ``ckpt`` when it holds these units (exactly), and
+    record this sitting; returns ``ckpt``. Temporary files a killed save left are removed."""
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    for stale in ckpt.parent.glob(f".{ckpt.name}.*.tmp"):     # left by a process killed while saving
+        stale.unlink(missing_ok=True)
+    st = ck.load(ckpt, run.units, run.dev, log)
+    if st is not None:
+        run.resume(st, ckpt, log)
+    run.sittings = run.sittings + [{**collect(device=str(run.dev)), "from_step": run.start,
+                                    "from_wall": run.wall, "torch_threads": torch.get_num_threads()}]
+    return ckpt
+
+
 def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float | None = None,
                 progress: bool = True, threads: int | None = None, autocast_bf16: bool = False,
                 keep_checkpoint: bool = False, log: ck.Log = print,
@@ -162,16 +176,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
     torch.set_num_threads(threads or default_threads())
     tune_allocator()
     run, steps = _Ensemble(units, device()), units[0].steps
-    ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / "state.pt"
-    if ckpt is not None:
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        for stale in ckpt.parent.glob(f".{ckpt.name}.*.tmp"):     # left by a process killed while saving
-            stale.unlink(missing_ok=True)
-        st = ck.load(ckpt, units, run.dev, log)
-        if st is not None:
-            run.resume(st, ckpt, log)
-        run.sittings = run.sittings + [{**collect(device=str(run.dev)), "from_step": run.start,
-                                        "from_wall": run.wall, "torch_threads": torch.get_num_threads()}]
+    ckpt = None if checkpoint_dir is None else _resume(run, Path(checkpoint_dir) / "state.pt", log)
     bar = None
     if progress:
         from ..report import progress as _progress  # rare plain-text updates inside an executed notebook
