@@ -9,9 +9,13 @@ The chapters are rendered from executed notebooks under ``book/_executed/`` that
 committed, so the theme's "launch" links (Binder, ...) would point at files the repository does not
 have: they are redirected to the chapter's source, ``notebooks/<id>.md`` (jupytext opens it as a
 notebook). The download button keeps giving the executed ``.ipynb``.
+
+It also adds the book's stylesheet, ``posbias/static/posbias.css`` (code cells that fit a laptop's
+main column).
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -51,7 +55,17 @@ def _launch_from_source(app, pagename: str, templatename: str, context: dict[str
                 button["url"] = button["url"].replace(executed, target)
 
 
+STATIC = Path(__file__).parent / "static"
+
+
+def _add_static(app) -> None:
+    """Serve ``posbias/static`` (the book's stylesheet) beside the theme's files."""
+    app.config.html_static_path = [*app.config.html_static_path, str(STATIC)]
+
+
 def setup(app):
+    app.connect("builder-inited", _add_static)
+    app.add_css_file("posbias.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _launch_from_source, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

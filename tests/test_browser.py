@@ -53,12 +53,16 @@ VIEWPORT = {"width": 1280, "height": 800}
 # the front page and the two pages the book's readers land on most
 READER_PAGES = {"landing": "book/intro.html", "wu-fig-2": "book/_executed/wu-fig-2/wu-fig-2.html",
                 "sinks-streaming": "book/_executed/sinks-streaming/sinks-streaming.html"}
-# widths that scroll sideways: the document's, and the main column's (the theme's article element)
+# widths that scroll sideways: the document's, the main column's (the theme's article element), and
+# any code block's in it (a code cell of 100 characters fits a laptop's column: posbias/static/posbias.css)
 SIDEWAYS_JS = """() => {
     const over = e => e && e.scrollWidth > e.clientWidth + 1 ? [e.scrollWidth, e.clientWidth] : null;
     const doc = document.scrollingElement || document.documentElement;
     const main = document.querySelector('article.bd-article') || document.querySelector('main') ;
-    return {document: over(doc), main: over(main), found_main: !!main};
+    const code = Array.from(document.querySelectorAll('article pre'))
+        .map(over).filter(x => x).sort((a, b) => b[0] - a[0]);
+    return {document: over(doc), main: over(main), found_main: !!main, code: code.length ? code[0] : null,
+            n_code: code.length};
 }"""
 
 
@@ -119,6 +123,10 @@ def test_every_page_renders_in_chromium(server):
             sideways = page.evaluate(SIDEWAYS_JS)
             if not sideways["found_main"]:
                 problems.append(f"{rel}: no main column (article.bd-article or main) to measure")
+            if sideways["code"]:
+                problems.append(f"{rel}: {sideways['n_code']} code block(s) scroll sideways at "
+                                f"{VIEWPORT['width']}x{VIEWPORT['height']} (widest: scrollWidth "
+                                f"{sideways['code'][0]} > clientWidth {sideways['code'][1]})")
             for where in ("document", "main"):
                 if sideways[where]:
                     problems.append(f"{rel}: the {where} scrolls sideways at {VIEWPORT['width']}x{VIEWPORT['height']} "
@@ -146,16 +154,17 @@ def test_every_page_renders_in_chromium(server):
         assert (shots / f"{name}.png").exists(), f"no screenshot of {READER_PAGES[name]}"
 
 
-@pytest.mark.parametrize("where", [None, "main", "document"])
+@pytest.mark.parametrize("where", [None, "main", "document", "code"])
 def test_the_sideways_check_sees_a_column_wider_than_its_box(where):
-    """The measure the page test uses, on pages made for it: a wide table in the article, or a wide
-    block outside it, is caught; a page that fits is not."""
+    """The measure the page test uses, on pages made for it: a wide table in the article, a wide
+    block outside it, or a code block that scrolls inside the article is caught; a page that fits is not."""
     _browser_or_skip()
     from playwright.sync_api import sync_playwright
 
     wide_table = '<table><tr><td style="white-space: nowrap">' + "x" * 400 + "</td></tr></table>"
     wide_block = '<div style="width: 3000px">x</div>'
-    article = wide_table if where == "main" else "<p>x</p>"
+    wide_code = '<pre style="overflow-x: auto; width: 300px">' + "y" * 200 + "</pre>"
+    article = {"main": wide_table, "code": wide_code}.get(where, "<p>x</p>")
     after = wide_block if where == "document" else ""
     html = ('<html><body style="margin:0"><article class="bd-article" style="width:600px; overflow-x:auto">'
             f"{article}</article>{after}</body></html>")
@@ -166,4 +175,4 @@ def test_the_sideways_check_sees_a_column_wider_than_its_box(where):
         found = page.evaluate(SIDEWAYS_JS)
         browser.close()
     assert found["found_main"]
-    assert {k for k in ("main", "document") if found[k]} == ({where} if where else set()), found
+    assert {k for k in ("main", "document", "code") if found[k]} == ({where} if where else set()), found
