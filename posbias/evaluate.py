@@ -18,8 +18,11 @@ __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies",
            "still_learning", "final_accuracy", "loss_rose", "training_sanity", "attention_residual", "VERDICTS",
            "publish_claims", "check_claims",
            "t_critical", "p_value", "holm", "holm_verdicts", "learned", "LEARNED_LOSS_FRACTION",
-           "LEARNED_ACCURACY_FACTOR", "depth_mean_claim", "residual_claims", "fig3_specs", "fig3_claims",
-           "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS"]
+           "LEARNED_ACCURACY_FACTOR", "learned_rule", "depth_mean_claim", "residual_claims", "fig3_specs",
+           "fig3_claims",
+           "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS",
+           "complete_depths", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve",
+           "fig3_measurable_claims", "fig4_measurable_claims"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -376,6 +379,18 @@ LEARNED_ACCURACY_FACTOR = 13
 PAPER_SCALE_STEPS = 10_000
 
 
+def learned_rule(n_labels: int = TaskConfig.n_labels) -> dict[str, float | str]:
+    """:func:`learned`'s thresholds for the prose: ``loss_max`` (nats), ``accuracy_min`` and
+    ``text``, one phrase such as "final training loss <= 2.60 nats (0.75 ln 32) and mean IC
+    accuracy >= 13/32"."""
+    import math
+
+    loss_max = LEARNED_LOSS_FRACTION * math.log(n_labels)
+    return {"loss_max": loss_max, "accuracy_min": LEARNED_ACCURACY_FACTOR / n_labels,
+            "text": f"final training loss <= {loss_max:.2f} nats ({LEARNED_LOSS_FRACTION:g} ln {n_labels}) "
+                    f"and mean IC accuracy >= {LEARNED_ACCURACY_FACTOR}/{n_labels}"}
+
+
 def _judging(judge_learning: bool | None, units: list[dict]) -> bool:
     """``judge_learning`` as given, or (``None``) whether every unit trained for :data:`PAPER_SCALE_STEPS`."""
     if judge_learning is not None:
@@ -506,8 +521,8 @@ def check_training(units: list[dict], n_test: int, steps: int, *, gaps: bool = T
                      expected=f"worst > 3 SE above 1/32; median >= {typical:.3f}",
                      passed=s["z_chance"] > 3 and s["accuracy_median"] >= typical)
     if steps >= PAPER_SCALE_STEPS:
-        report.check(f"{prefix}learned-share", "at least half of the networks learned the task (final training loss "
-                     "<= ln(32)/2 and mean IC accuracy >= 8/32)", value=f"{sum(flags)} of {len(flags)}",
+        report.check(f"{prefix}learned-share", "at least half of the networks learned the task ("
+                     + learned_rule()["text"] + ")", value=f"{sum(flags)} of {len(flags)}",
                      expected=">= half", passed=2 * sum(flags) >= len(flags))
     return s
 
@@ -536,6 +551,18 @@ def coverage(stored: dict[str, list[dict | None]]) -> dict:
     complete = {k: list(us) for k, us in stored.items() if us and all(u is not None for u in us)}
     return {"n_units": n_units, "n_total": n_total, "complete": complete,
             "statement": f"{n_units} of {n_total} units committed"}
+
+
+def complete_depths(complete: dict[str, list[dict]], pes: Collection[str] = FIG2_PES
+                    ) -> tuple[list[int], dict[str, list[dict]]]:
+    """The depths of a Figure-2-shaped campaign (labels ``f"{pe}|{depth}"``) at which every
+    architecture of ``pes`` is complete, from :func:`coverage`'s ``complete``, in increasing order,
+    and the results of those depths only (``f"{pe}|{depth}"`` -> one result per seed): what
+    :func:`fig2_claims` and ``figures.gap_bars_figure`` take. A depth missing one architecture, or
+    one seed of it, is left out."""
+    depths = {int(k.rpartition("|")[2]) for k in complete if k.rpartition("|")[0] in pes}
+    full = sorted(d for d in depths if all(f"{pe}|{d}" in complete for pe in pes))
+    return full, {f"{pe}|{d}": complete[f"{pe}|{d}"] for d in full for pe in pes}
 
 
 def rising(units: list[dict], n_test: int) -> bool:
@@ -709,6 +736,62 @@ def fig4_claims(results: dict[str, list[dict]], n_test: int, wheres: tuple[str, 
                              learned=learned(us) if judge_learning else None),
                      "accuracy still rising": rising(us, n_test)})
     return rows
+
+
+#: The six IC test sets in the order of :data:`~posbias.task.IC_PAIRS` (``IC_first_middle``, ...).
+IC_SETS = tuple(f"IC_{a}_{b}" for a, b in IC_PAIRS)
+
+
+def ic_accuracy_by_set(units: list[dict]) -> torch.Tensor:
+    """The final accuracy of each unit (e.g. the seeds of one configuration) on each of the six IC
+    test sets, ``(units, 6)``, columns in the order of :data:`IC_SETS`."""
+    return torch.stack([stack(units, "ic_accuracy", s) for s in IC_SETS], dim=1)
+
+
+def slot_preference_curve(units: list[dict], w: str) -> torch.Tensor:
+    """:func:`slot_preference` along training: the mean of the two gaps involving slot ``w``, signed
+    toward ``w``, at every evaluation of the stored curves, ``(seeds, evals)``."""
+    g = gap_curves(units)
+    return {"first": (g["first-middle"] + g["first-last"]) / 2,
+            "middle": (-g["first-middle"] + g["middle-last"]) / 2,
+            "last": (-g["first-last"] - g["middle-last"]) / 2}[w]
+
+
+def _measurable(claims_of: Callable[[dict[str, list[dict]]], list[dict]], uses: dict[str, list[str]],
+                results: dict[str, list[dict]], labels: Collection[str]) -> list[dict]:
+    """The rows of ``claims_of`` (a figure's claims over every label of ``labels``) whose configurations
+    (``uses[name]``) are all in ``results``. The missing labels are filled with a stand-in (the first
+    label's results) only so that the claims can be built; every row that would read one is dropped."""
+    if not results:
+        return []
+    stand_in = next(iter(results.values()))
+    rows = claims_of({lb: results.get(lb, stand_in) for lb in labels})
+    return [r for r in rows if set(uses[r["name"]]) <= set(results)]
+
+
+def fig3_measurable_claims(results: dict[str, list[dict]], n_test: int, *,
+                           judge_learning: bool | None = None) -> list[dict]:
+    """:func:`fig3_claims` on the configurations stored so far: ``results`` holds some of the six
+    ``mask|pe`` labels (a campaign's complete ones, :func:`coverage`), and the rows are the claims
+    whose every configuration is among them, in :func:`fig3_specs` order (all 15 when all six are
+    there, ``[]`` when none is). Each row is exactly :func:`fig3_claims`'s."""
+    zero = lambda *_: torch.zeros(1)  # noqa: E731
+    uses = {name: used for name, _, used, *_ in fig3_specs(zero, zero)}
+    return _measurable(lambda full: fig3_claims(full, n_test, judge_learning=judge_learning), uses,
+                       results, FIG3_NAMES)
+
+
+def fig4_measurable_claims(results: dict[str, list[dict]], n_test: int,
+                           wheres: tuple[str, ...] = ("first", "middle", "last"), *,
+                           judge_learning: bool | None = None) -> list[dict]:
+    """:func:`fig4_claims` on the configurations stored so far (labels ``w|mask|pe``): the claims
+    whose every configuration is in ``results``, in :func:`fig4_specs` order; ``[]`` when none is.
+    Each row is exactly :func:`fig4_claims`'s."""
+    zero = lambda *_: torch.zeros(1)  # noqa: E731
+    uses = {name: used for name, _, used, *_ in fig4_specs(zero, zero, tuple(wheres))}
+    labels = [f"{w}|{c}" for w in wheres for c in FIG3_NAMES]
+    return _measurable(lambda full: fig4_claims(full, n_test, tuple(wheres), judge_learning=judge_learning),
+                       uses, results, labels)
 
 
 def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int, *, judge_learning: bool | None = None

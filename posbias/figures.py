@@ -270,3 +270,183 @@ def hero_figure(h: Any) -> matplotlib.figure.Figure:
         ax.text(0.5, 0.5, "SmolLM2 survey not stored", ha="center", transform=ax.transAxes)
         ax.set_axis_off()
     return fig
+
+
+# --------------------------------------------------------------------------- Figures 3 and 4 (Wu et al.)
+# Architectures are labelled ``mask|pe`` (masks ``full`` and ``causal``, PEs ``none``, ``sin``, ``rope``:
+# :data:`posbias.evaluate.FIG3_NAMES`), prefixed with ``w|`` (``first``, ``middle``, ``last``: the slot
+# biased in training) in Figure 4. A label missing from the input is not drawn, so a figure can be
+# drawn from the configurations stored so far; a panel with nothing to draw says so.
+
+_MASKS = ("full", "causal")
+_PES = ("none", "sin", "rope")
+_EMPTY = "no configuration complete yet"
+
+
+def _pe_name(label: str) -> str:
+    """``"causal|rope"`` -> ``"RoPE"``: the PE part of :data:`posbias.evaluate.FIG3_NAMES`."""
+    from . import evaluate as ev
+
+    return ev.FIG3_NAMES[label].split(", ")[1]
+
+
+def _mask_title(mask: str) -> str:
+    return "no mask" if mask == "full" else "causal mask"
+
+
+def _say_empty(ax: Any) -> None:
+    if not ax.lines and not ax.patches:
+        ax.text(0.5, 0.5, _EMPTY, ha="center", va="center", transform=ax.transAxes)
+
+
+def _legend(axes: Any, **kw: Any) -> None:
+    """A legend on the first of ``axes`` that has labelled artists (none when none has: no warning)."""
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(frameon=False, **kw)
+            return
+
+
+def _ic_bars(ax: Any, acc: dict[str, Any], prefix: str, mask: str, fontsize: int) -> None:
+    """One panel of Figures 3/4: for each PE, bars of the mean over seeds of ``acc[prefix + mask|pe]``
+    ``(seeds, 6)`` on the six IC sets, with one standard deviation over seeds."""
+    import numpy as np
+
+    from . import evaluate as ev
+
+    w = 0.8 / len(_PES)
+    for k, pe in enumerate(_PES):
+        if f"{prefix}{mask}|{pe}" not in acc:
+            continue
+        a = np.asarray(acc[f"{prefix}{mask}|{pe}"], dtype=float)
+        ax.bar(np.arange(len(ev.IC_SETS)) + (k - 1) * w, a.mean(0), w, yerr=a.std(0), capsize=2,
+               label=_pe_name(f"{mask}|{pe}"))
+    ax.set_xticks(range(len(ev.IC_SETS)), [s[3:].replace("_", "\nvs ") for s in ev.IC_SETS],
+                  fontsize=fontsize)
+    _say_empty(ax)
+
+
+def fig3_accuracy_figure(acc: dict[str, Any]) -> matplotlib.figure.Figure:
+    """Wu et al.'s Figure 3: accuracy on the six IC test sets, one panel per mask (no mask, causal),
+    one bar per PE (No PE, sin, RoPE) and test set at the mean over seeds, with one standard
+    deviation over seeds.
+
+    ``acc["mask|pe"]`` is ``(seeds, 6)``, columns in the order of
+    :data:`posbias.evaluate.IC_SETS` (:func:`posbias.evaluate.ic_accuracy_by_set` of the units);
+    missing labels are not drawn."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.3), sharey=True)
+    for ax, mask in zip(axes, _MASKS):
+        _ic_bars(ax, acc, "", mask, 8)
+        ax.set_title(_mask_title(mask))
+    axes[0].set_ylabel("accuracy")
+    _legend(axes)
+    return fig
+
+
+def fig4_accuracy_figure(acc: dict[str, Any], wheres: tuple[str, ...] = ("first", "middle", "last")
+                         ) -> matplotlib.figure.Figure:
+    """Wu et al.'s Figure 4(a-c): Figure 3's panels (:func:`fig3_accuracy_figure`) once per slot
+    biased in training, one row per ``w`` of ``wheres`` (columns: no mask, causal).
+
+    ``acc["w|mask|pe"]`` is ``(seeds, 6)`` in the order of :data:`posbias.evaluate.IC_SETS`;
+    missing labels are not drawn."""
+    fig, axes = plt.subplots(len(wheres), 2, figsize=(11, 2.7 * len(wheres)), sharey=True, squeeze=False)
+    for row, w in zip(axes, wheres):
+        for ax, mask in zip(row, _MASKS):
+            _ic_bars(ax, acc, f"{w}|", mask, 7)
+            ax.set_title(f"answer at {w} in training, {'no' if mask == 'full' else 'causal'} mask",
+                         fontsize=9)
+        row[0].set_ylabel("accuracy")
+    _legend(axes.flat)
+    return fig
+
+
+def fig3_sweep_figure(sweeps: dict[str, Any]) -> matplotlib.figure.Figure:
+    """Figure 3's networks against the slot of the answer: one panel per mask, one line per PE, the
+    mean over seeds with one standard deviation. ``sweeps["mask|pe"]`` is ``(seeds, N)``: the stored
+    ``sweep_accuracy`` (the answer at item ``1..N``); missing labels are not drawn."""
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
+    for ax, mask in zip(axes, _MASKS):
+        for pe in _PES:
+            if f"{mask}|{pe}" in sweeps:
+                s = np.asarray(sweeps[f"{mask}|{pe}"], dtype=float)
+                ax.errorbar(np.arange(1, s.shape[1] + 1), s.mean(0), yerr=s.std(0), marker="o", ms=3,
+                            capsize=2, label=_pe_name(f"{mask}|{pe}"))
+        ax.set_xlabel("item holding the answer")
+        ax.set_title(_mask_title(mask))
+        _say_empty(ax)
+    axes[0].set_ylabel("accuracy")
+    _legend(axes)
+    return fig
+
+
+def fig4_sweep_figure(sweeps: dict[str, Any], wheres: tuple[str, ...] = ("first", "middle", "last")
+                      ) -> matplotlib.figure.Figure:
+    """Figure 4's networks against the slot of the answer: one panel per slot ``w`` biased in training,
+    one line per architecture at the mean over seeds (solid: causal mask, dashed: no mask).
+    ``sweeps["w|mask|pe"]`` is ``(seeds, N)``; missing labels are not drawn."""
+    import numpy as np
+
+    from . import evaluate as ev
+
+    fig, axes = plt.subplots(1, len(wheres), figsize=(4 * len(wheres), 3.2), sharey=True, squeeze=False)
+    for ax, w in zip(axes[0], wheres):
+        for c in ev.FIG3_NAMES:
+            if f"{w}|{c}" in sweeps:
+                s = np.asarray(sweeps[f"{w}|{c}"], dtype=float).mean(0)
+                ax.plot(np.arange(1, s.shape[0] + 1), s, marker="o", ms=3, label=ev.FIG3_NAMES[c],
+                        ls="-" if c.startswith("causal") else "--")
+        ax.set_title(f"answer at {w} in training")
+        ax.set_xlabel("item holding the answer")
+        _say_empty(ax)
+    axes[0, 0].set_ylabel("accuracy")
+    _legend(axes[0][::-1], fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return fig
+
+
+def fig3_gap_curves_figure(results: dict[str, list[dict]]) -> matplotlib.figure.Figure:
+    """Figure 3's three gaps against training iteration, one panel per gap, one line per architecture
+    (``results["mask|pe"]``: stored units with ``curves``) at the mean over seeds."""
+    from . import evaluate as ev
+
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharey=True)
+    for ax, p in zip(axes, [f"{a}-{b}" for a, b in ev.GAP_PAIRS]):
+        for c in ev.FIG3_NAMES:
+            if c in results:
+                ax.plot(results[c][0]["curves"]["step"], ev.gap_curves(results[c])[p].mean(0),
+                        label=ev.FIG3_NAMES[c])
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_title(p.replace("-", " vs "))
+        ax.set_xlabel("training iteration")
+        if len(ax.lines) == 1:
+            ax.text(0.5, 0.5, _EMPTY, ha="center", va="center", transform=ax.transAxes)
+    axes[0].set_ylabel("accuracy gap")
+    _legend(axes[::-1], fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return fig
+
+
+def fig4_preference_curves_figure(results: dict[str, list[dict]],
+                                  wheres: tuple[str, ...] = ("first", "middle", "last")
+                                  ) -> matplotlib.figure.Figure:
+    """Figure 4's networks during training: one panel per slot ``w`` biased in training, one line per
+    architecture (``results["w|mask|pe"]``: stored units with ``curves``), the preference for ``w``
+    (:func:`posbias.evaluate.slot_preference_curve`: the mean of the two gaps involving ``w``,
+    signed toward it) at the mean over seeds."""
+    from . import evaluate as ev
+
+    fig, axes = plt.subplots(1, len(wheres), figsize=(4 * len(wheres), 3), sharey=True, squeeze=False)
+    for ax, w in zip(axes[0], wheres):
+        for c in ev.FIG3_NAMES:
+            if f"{w}|{c}" in results:
+                units = results[f"{w}|{c}"]
+                ax.plot(units[0]["curves"]["step"], ev.slot_preference_curve(units, w).mean(0),
+                        label=ev.FIG3_NAMES[c])
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set(title=f"preference for the {w} slot", xlabel="training iteration")
+        if len(ax.lines) == 1:
+            ax.text(0.5, 0.5, _EMPTY, ha="center", va="center", transform=ax.transAxes)
+    axes[0, 0].set_ylabel("mean of its two gaps")
+    _legend(axes[0][::-1], fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return fig

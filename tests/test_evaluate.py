@@ -360,6 +360,16 @@ def test_learned_needs_low_loss_and_accuracy_well_above_chance():
                        _learning_unit(13 / 32 - 1e-6, edge)]) == [True, False, False]
 
 
+def test_learned_rule_states_the_thresholds_learned_applies():
+    """The phrase the chapters glue is made from the thresholds :func:`learned` uses: a unit just
+    inside both is learned, one just outside either is not."""
+    rule = ev.learned_rule()
+    assert rule["text"] == "final training loss <= 2.60 nats (0.75 ln 32) and mean IC accuracy >= 13/32"
+    loss, acc = rule["loss_max"], rule["accuracy_min"]
+    assert ev.learned([_learning_unit(acc, loss), _learning_unit(acc, loss + 1e-6),
+                       _learning_unit(acc - 1e-6, loss)]) == [True, False, False]
+
+
 def test_learned_on_the_committed_paper_units_of_figure_2():
     """The committed 45 paper-profile units (issue 25): every network at depths 2 and 4 learned, and
     the decay networks at depth 6; no six-layer No-PE or RoPE network did; the accuracies leave a
@@ -449,3 +459,107 @@ def test_claims_frame_keeps_the_readers_columns():
     assert list(shown.index) == ["up"] and list(shown.columns) == ["claim", "mean", "se", "verdict",
                                                                     "accuracy still rising"]
     assert "+0.250" in ev.claims_frame(rows).to_html()
+
+
+def test_complete_depths_keeps_the_depths_with_every_architecture():
+    u = {"gaps": {}}
+    complete = {"No PE|2": [u], "decay|2": [u], "RoPE|2": [u], "No PE|10": [u], "decay|10": [u],
+                "RoPE|10": [u], "No PE|6": [u], "decay|6": [u], "other|6": [u]}
+    depths, res = ev.complete_depths(complete)
+    assert depths == [2, 10] and list(res) == [f"{pe}|{d}" for d in (2, 10) for pe in ev.FIG2_PES]
+    assert ev.complete_depths(complete, ("No PE", "decay"))[0] == [2, 6, 10]
+    assert ev.complete_depths({}) == ([], {})
+
+
+def test_residual_paper_section_on_trained_smoke_units(fresh, monkeypatch):
+    """The paper section of the residual study on real (tiny) trained units: a depth is drawn and
+    judged once its three architectures are stored with every seed; the bars are the stored gaps;
+    its claims are the scoreboard's for that depth, 'not comparable' on networks that did not learn."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from posbias import figures, report, scoreboard, train
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(fresh / "cache"))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=20, eval_every=10, n_test=64, n_sweep=32, n_sink=32)
+    stored = lambda seeds: train.stored_campaign("wu-residual-depth", "smoke", depths=[2, 6],  # noqa: E731
+                                                 seeds=seeds, **kw)
+    assert ev.complete_depths(ev.coverage(stored([0]))["complete"]) == ([], {})     # nothing trained
+    ev.publish_claims([], prefix="empty_")                # no depth yet: the prose's counts are 0
+    assert all(report.record()["values"][f"empty_n_{k}"] == 0
+               for k in ("claims", "reproduced", "inconclusive", "contradicted", "not_comparable"))
+    train.run_campaign("wu-residual-depth", "smoke", progress=False, log=lambda s: None, seeds=[0],
+                       depths=[2], **kw)
+    assert ev.complete_depths(ev.coverage(stored([0, 1]))["complete"])[0] == []    # seed 1 missing
+    cov = ev.coverage(stored([0]))
+    assert cov["statement"] == "3 of 6 units committed"
+    depths, pres = ev.complete_depths(cov["complete"])
+    assert depths == [2] and set(pres) == {"No PE|2", "decay|2", "RoPE|2"}
+    assert all(u["params"]["depth"] == 2 and u["params"]["steps"] == 20 for us in pres.values() for u in us)
+    status = train.campaign_status("wu-residual-depth", "smoke", depths=[2, 6], seeds=[0], **kw)
+    text = train.progress_text(status, train.fig2_name)
+    assert "depth 6, No PE and decay (2 units) not started" in text and "depth 2" not in text
+
+    fig = figures.gap_bars_figure(pres, list(ev.FIG2_PES), depths, kw["n_test"])
+    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "2 layers" and not fig.axes[0].texts
+    stored_gaps = [pres[f"{pe}|2"][0]["gaps"][f"{a}-{b}"] for pe in ev.FIG2_PES for a, b in ev.GAP_PAIRS]
+    assert np.allclose([p.get_height() for p in fig.axes[0].patches], stored_gaps)
+    plt.close("all")
+
+    rows = ev.fig2_claims(pres, depths, kw["n_test"], per_depth=True, judge_learning=True)
+    expected = [n for n, _ in scoreboard.expected_claims("wu-residual-depth") if n.endswith("-2")]
+    assert [r["name"] for r in rows] == expected and len(rows) == 5       # no depth claim from one depth
+    assert not any(ev.learned([u for us in pres.values() for u in us]))    # 20 iterations: chance level
+    assert {r["verdict"] for r in rows} == {"not comparable"} and rows[0]["learned"] == "0 of 1"
+    nope_fl = pres["No PE|2"][0]["gaps"]["first-last"]
+    assert abs(rows[0]["mean"] - nope_fl) < 1e-12 and rows[0]["name"] == "nope-early-2"
+    judged = ev.fig2_claims(pres, depths, kw["n_test"], per_depth=True, judge_learning=False)
+    assert "not comparable" not in {r["verdict"] for r in judged}
+    ev.publish_claims(rows, prefix="paper_")
+    v = report.record()["values"]
+    assert (v["paper_n_claims"], v["paper_n_not_comparable"], v["paper_n_reproduced"]) == (5, 5, 0)
+    assert v["paper_v_nope-early-2"] == "not comparable" and v["paper_n_tested"] == 0
+    assert list(ev.claims_frame(rows).data.index) == expected
+
+
+def test_ic_accuracy_by_set_and_slot_preference_curve():
+    """The six IC accuracies as a (seeds, 6) table in IC_SETS order; the preference for a slot along
+    training is slot_preference's formula on the stored curves (its last point = the final one)."""
+    accs = [{n: 0.1 * (i + 1) + 0.01 * s for i, n in enumerate(_NAMES)} for s in range(2)]
+    units = [_unit(a) for a in accs]
+    table = ev.ic_accuracy_by_set(units)
+    assert ev.IC_SETS == tuple(_NAMES) and table.shape == (2, 6)
+    assert torch.allclose(table[1], torch.tensor([0.1 * (i + 1) + 0.01 for i in range(6)], dtype=torch.float64))
+    for w in ("first", "middle", "last"):
+        curve = ev.slot_preference_curve(units, w)
+        assert curve.shape == (2, 3) and torch.allclose(curve[:, -1], ev.slot_preference(units, w), atol=1e-6)
+    # middle: (-(first-middle) + (middle-last)) / 2 = (-(0.1 - 0.2) + (0.5 - 0.6)) / 2 = 0
+    assert torch.allclose(ev.slot_preference_curve(units, "middle"), torch.zeros(2, 3, dtype=torch.float64))
+    # last: (-(first-last) - (middle-last)) / 2 = (-(0.3 - 0.4) - (0.5 - 0.6)) / 2 = 0.1
+    assert abs(float(ev.slot_preference_curve(units, "last")[0, 0]) - 0.1) < 1e-12
+
+
+def test_measurable_claims_are_the_full_rows_of_the_complete_configurations():
+    """On every configuration the measurable claims are fig3_claims/fig4_claims row for row; on some,
+    exactly the claims whose configurations are all there, with the same numbers; on none, no claim."""
+    cfgs = list(ev.FIG3_NAMES)
+    acc = {n: 0.5 for n in _NAMES}
+    acc["IC_first_middle"], acc["IC_middle_last"] = 0.6, 0.4
+    res3 = {c: [_unit(dict(acc), gap_shift=0.01 * k * s) for s in range(3)] for k, c in enumerate(cfgs)}
+    full = ev.fig3_claims(res3, 1000, judge_learning=True)
+    assert ev.fig3_measurable_claims(res3, 1000, judge_learning=True) == full
+    assert ev.fig3_measurable_claims({}, 1000) == []
+    nope = {c: res3[c] for c in ["full|none", "causal|none"]}
+    got = ev.fig3_measurable_claims(nope, 1000, judge_learning=True)
+    assert [r["name"] for r in got] == ["causal-nope-early", "causal-nope-first", "causal-nope-not-last"]
+    assert got == [r for r in full if r["name"] in {g["name"] for g in got}]
+    only_causal = ev.fig3_measurable_claims({"causal|none": res3["causal|none"]}, 1000)
+    assert [r["name"] for r in only_causal] == ["causal-nope-first", "causal-nope-not-last"]
+    res4 = {f"{w}|{c}": res3[c] for w in ["first", "middle", "last"] for c in cfgs}
+    assert ev.fig4_measurable_claims(res4, 1000) == ev.fig4_claims(res4, 1000)
+    sin = {k: v for k, v in res4.items() if k.endswith("|sin")}
+    assert [r["name"] for r in ev.fig4_measurable_claims(sin, 1000)] == [
+        f"{w}-{m}-sin" for w in ["first", "middle", "last"] for m in ["full", "causal"]]
+    assert [r["name"] for r in ev.fig4_measurable_claims(sin, 1000, ("middle",))] == ["middle-full-sin",
+                                                                                      "middle-causal-sin"]

@@ -1,5 +1,7 @@
 """posbias.figures: one style, and files that carry their provenance and are byte-identical."""
+import contextlib
 import json
+import warnings
 
 import matplotlib.pyplot as plt
 import pytest
@@ -132,4 +134,178 @@ def test_attention_maps_and_alpha_profile_figures():
     fig = figures.alpha_profile_figure(np.tile(alpha.numpy(), (3, 2, 1)), ev.uniform_sink_alpha(mask))
     lines = fig.axes[0].lines
     assert np.allclose(lines[0].get_ydata(), alpha.numpy()) and np.allclose(lines[-1].get_ydata(), alpha.numpy())
+    plt.close("all")
+
+
+# --------------------------------------------------------------------------- Figures 3 and 4
+
+@contextlib.contextmanager
+def _no_warnings():
+    """Any warning raised inside is an error (e.g. "No artists with labels found to put in legend")."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+def _fake_acc(labels, seeds=3):
+    """(seeds, 6) accuracies per label: seed s, set i of the k-th label = 0.1 + 0.01 k + 0.1 i / 6 + 0.02 s."""
+    import torch
+
+    return {lb: torch.tensor([[0.1 + 0.01 * k + 0.1 * i / 6 + 0.02 * s for i in range(6)] for s in range(seeds)],
+                             dtype=torch.float64) for k, lb in enumerate(labels)}
+
+
+def _bar_heights(ax):
+    return [round(p.get_height(), 9) for p in ax.patches]
+
+
+def test_fig3_accuracy_figure_one_bar_per_pe_and_set_at_the_seed_mean():
+    import numpy as np
+    from matplotlib.container import ErrorbarContainer
+
+    from posbias import evaluate as ev
+
+    acc = _fake_acc(ev.FIG3_NAMES)
+    with _no_warnings():
+        fig = figures.fig3_accuracy_figure(acc)
+    assert len(fig.axes) == 2 and [ax.get_title() for ax in fig.axes] == ["no mask", "causal mask"]
+    assert [len(ax.patches) for ax in fig.axes] == [18, 18]
+    causal_sin = fig.axes[1].patches[6:12]                  # PEs in order none, sin, rope
+    assert np.allclose([p.get_height() for p in causal_sin], acc["causal|sin"].mean(0).numpy())
+    err = [c for c in fig.axes[1].containers if isinstance(c, ErrorbarContainer)][1]
+    seg = err.lines[2][0].get_segments()[0]
+    assert abs((seg[1][1] - seg[0][1]) / 2 - float(acc["causal|sin"][:, 0].std(unbiased=False))) < 1e-9
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["No PE", "sin", "RoPE"]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()][0] == "first\nvs middle"
+    partial = figures.fig3_accuracy_figure({k: v for k, v in acc.items() if k.endswith("|rope")})
+    assert [len(ax.patches) for ax in partial.axes] == [6, 6]
+    assert _bar_heights(partial.axes[0]) == _bar_heights(fig.axes[0])[12:]
+    with _no_warnings():
+        empty = figures.fig3_accuracy_figure({})
+    assert all(ax.texts[0].get_text() == "no configuration complete yet" and not ax.patches for ax in empty.axes)
+    assert empty.axes[0].get_legend() is None
+    plt.close("all")
+
+
+def test_fig4_accuracy_figure_one_row_per_slot_biased_in_training():
+    from posbias import evaluate as ev
+
+    wheres = ("first", "middle", "last")
+    labels = [f"{w}|{c}" for w in wheres for c in ev.FIG3_NAMES]
+    acc = _fake_acc(labels)
+    fig = figures.fig4_accuracy_figure(acc)
+    assert len(fig.axes) == 6 and [len(ax.patches) for ax in fig.axes] == [18] * 6
+    assert fig.axes[3].get_title() == "answer at middle in training, causal mask"
+    assert _bar_heights(fig.axes[3])[:6] == [round(float(x), 9) for x in acc["middle|causal|none"].mean(0)]
+    one = figures.fig4_accuracy_figure({k: v for k, v in acc.items() if k.startswith("last|")}, wheres)
+    assert [len(ax.patches) for ax in one.axes] == [0, 0, 0, 0, 18, 18]
+    assert one.axes[0].texts[0].get_text() == "no configuration complete yet"
+    assert one.axes[4].get_legend() is not None                   # on the first panel with bars
+    two = figures.fig4_accuracy_figure(acc, ("first", "last"))
+    assert len(two.axes) == 4 and two.axes[2].get_title().startswith("answer at last")
+    plt.close("all")
+
+
+def test_fig3_and_fig4_sweep_figures_draw_the_seed_mean_per_slot():
+    import numpy as np
+    from matplotlib.container import ErrorbarContainer
+
+    from posbias import evaluate as ev
+
+    sweep = np.array([[0.6, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.5], [0.4, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.3]])
+    s3 = {c: sweep + 0.01 * k for k, c in enumerate(ev.FIG3_NAMES)}
+    fig = figures.fig3_sweep_figure(s3)
+    assert [ax.get_xlabel() for ax in fig.axes] == ["item holding the answer"] * 2
+    bars = [[c for c in ax.containers if isinstance(c, ErrorbarContainer)] for ax in fig.axes]
+    assert [len(b) for b in bars] == [3, 3]
+    line = bars[1][2].lines[0]                                         # causal, RoPE
+    assert list(line.get_xdata()) == list(range(1, 9)) and np.allclose(line.get_ydata(), sweep.mean(0) + 0.05)
+    assert figures.fig3_sweep_figure({}).axes[1].texts[0].get_text() == "no configuration complete yet"
+    s4 = {f"{w}|{c}": v for w in ("first", "middle", "last") for c, v in s3.items()}
+    del s4["middle|full|sin"]
+    fig = figures.fig4_sweep_figure(s4)
+    assert [len(ax.lines) for ax in fig.axes] == [6, 5, 6]
+    assert [ln.get_linestyle() for ln in fig.axes[0].lines] == ["--"] * 3 + ["-"] * 3    # dashed: no mask
+    assert fig.axes[2].get_legend() is not None and fig.axes[0].get_title() == "answer at first in training"
+    plt.close("all")
+
+
+def _curve_unit(shift: float) -> dict:
+    """Two evaluations; every IC_a_b (a earlier) is 0.5 + shift at the second, its mirror 0.5."""
+    from posbias import evaluate as ev
+
+    curves = {"step": [0, 500]}
+    for a, b in ev.GAP_PAIRS:
+        curves[f"IC_{a}_{b}"], curves[f"IC_{b}_{a}"] = [0.5, 0.5 + shift], [0.5, 0.5]
+    return {"curves": curves}
+
+
+def test_fig3_gap_curves_and_fig4_preference_curves():
+    import numpy as np
+
+    from posbias import evaluate as ev
+
+    res = {c: [_curve_unit(0.02 * k), _curve_unit(0.02 * k + 0.1)] for k, c in enumerate(ev.FIG3_NAMES)}
+    fig = figures.fig3_gap_curves_figure(res)
+    assert [ax.get_title() for ax in fig.axes] == ["first vs middle", "first vs last", "middle vs last"]
+    assert [len(ax.lines) for ax in fig.axes] == [7, 7, 7]                 # six networks and the zero line
+    causal_rope = fig.axes[1].lines[5]
+    assert list(causal_rope.get_xdata()) == [0, 500] and np.allclose(causal_rope.get_ydata(), [0, 0.15])
+    assert fig.axes[2].get_legend() is not None
+    res4 = {f"{w}|{c}": us for w in ("first", "middle", "last") for c, us in res.items()}
+    fig = figures.fig4_preference_curves_figure(res4)
+    assert [ax.get_title() for ax in fig.axes][1] == "preference for the middle slot"
+    first, middle, last = (ax.lines[0].get_ydata() for ax in fig.axes)    # no mask, No PE: gaps 0.05
+    assert np.allclose(first, [0, 0.05]) and np.allclose(middle, [0, 0]) and np.allclose(last, [0, -0.05])
+    with _no_warnings():
+        empty = figures.fig4_preference_curves_figure({})
+    assert [ax.texts[0].get_text() for ax in empty.axes] == ["no configuration complete yet"] * 3
+    plt.close("all")
+
+
+def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypatch, tmp_path):
+    """What the chapters' paper sections do, on units actually trained (smoke settings, a temporary
+    cache): coverage, the figure from the complete configurations, the measurable claims judged for
+    learning and published with the ``paper_`` prefix; and with a seed missing everywhere, nothing
+    complete, no claim, counts glued as 0 and every ensemble named as not started."""
+    from posbias import evaluate as ev, train
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=20, seeds=[0], eval_every=10, n_test=64, n_sweep=32, n_sink=32)
+    train.run_campaign("wu-fig-3", "smoke", progress=False, log=lambda s: None, **kw)
+    cov = ev.coverage(train.stored_campaign("wu-fig-3", "smoke", **kw))
+    pres = cov["complete"]
+    assert cov["statement"] == "6 of 6 units committed" and list(pres) == list(ev.FIG3_NAMES)
+    pacc = {c: ev.ic_accuracy_by_set(us) for c, us in pres.items()}
+    assert pacc["causal|sin"].shape == (1, 6)
+    fig = figures.fig3_accuracy_figure(pacc)
+    assert [len(ax.patches) for ax in fig.axes] == [18, 18]
+    assert abs(fig.axes[1].patches[7].get_height() - pres["causal|sin"][0]["ic_accuracy"]["IC_middle_first"]) < 1e-12
+    prows = ev.fig3_measurable_claims(pres, kw["n_test"], judge_learning=True)
+    assert len(prows) == 15 and all("learned" in r for r in prows)
+    ev.publish_claims(prows, prefix="paper_")
+    v = report.record()["values"]
+    assert v["paper_n_claims"] == 15 == sum(v[f"paper_n_{x.replace(' ', '_')}"] for x in ev.VERDICTS)
+    assert v["paper_n_not_comparable"] == 15           # 20 iterations: no network learned the task
+    assert list(ev.claims_frame(prows).data.index) == [r["name"] for r in prows]
+    sweeps = {c: ev.stack(us, "sweep_accuracy") for c, us in pres.items()}
+    assert [len(ax.lines) > 0 for ax in figures.fig3_sweep_figure(sweeps).axes] == [True, True]
+    assert [len(ax.lines) for ax in figures.fig3_gap_curves_figure(pres).axes] == [7, 7, 7]
+    # Figure 4's functions on the same units, labelled as trained at each slot
+    res4 = {f"{w}|{c}": us for w in ("first", "middle", "last") for c, us in pres.items()}
+    assert len(ev.fig4_measurable_claims(res4, kw["n_test"], judge_learning=True)) == 15
+    f4 = figures.fig4_accuracy_figure({k: ev.ic_accuracy_by_set(us) for k, us in res4.items()})
+    assert [len(ax.patches) for ax in f4.axes] == [18] * 6
+    assert [len(ax.lines) for ax in figures.fig4_preference_curves_figure(res4).axes] == [7, 7, 7]
+    # one more seed per configuration than is stored: nothing complete yet
+    more = {**kw, "seeds": [0, 1]}
+    half = ev.coverage(train.stored_campaign("wu-fig-3", "smoke", **more))
+    assert half["statement"] == "6 of 12 units committed" and half["complete"] == {}
+    none = ev.fig3_measurable_claims(half["complete"], kw["n_test"], judge_learning=True)
+    ev.publish_claims(none, prefix="later_")
+    assert none == [] and report.record()["values"]["later_n_claims"] == 0
+    assert report.record()["values"]["later_n_reproduced"] == 0
+    text = train.progress_text(train.campaign_status("wu-fig-3", "smoke", **more))
+    assert text.count("(2 units) not started") == 3, text
     plt.close("all")
