@@ -24,7 +24,8 @@ from typing import Any
 
 from .chapters import _FUNCS, Chapter, _compile_rule
 
-__all__ = ["Estimate", "estimate", "available_mb", "human_seconds", "LONG_SECONDS"]
+__all__ = ["Estimate", "estimate", "available_mb", "human_seconds", "LONG_SECONDS", "CampaignCost",
+           "campaign_cost", "cost_frame"]
 
 LONG_SECONDS = 3600.0           # above this, `posbias run` asks for --yes on a terminal
 
@@ -108,3 +109,62 @@ def available_mb(meminfo: Path = Path("/proc/meminfo")) -> float | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+@dataclass(frozen=True)
+class CampaignCost:
+    """What a trained chapter's campaign under ``profile`` has cost so far and has left, in hours of
+    one-thread training: ``units`` it needs, ``stored`` of them; ``hours_trained``, measured (the
+    ensembles that trained the stored units, each counted once, and the unfinished ensembles'
+    checkpoints); ``hours_to_go``, the unfinished ensembles at their latest measured pace and the
+    ensembles not started at the chapter's ``network_step`` model; ``modelled`` ensembles of
+    ``ensembles`` left whose time comes from the model rather than a measurement."""
+
+    chapter: str
+    units: int
+    stored: int
+    hours_trained: float
+    hours_to_go: float
+    ensembles: int
+    modelled: int
+
+
+def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
+    """:class:`CampaignCost` of ``chapter_id``'s campaign with its ``profile`` parameters; reads
+    ``data/``, the user cache and the checkpoints, trains and writes nothing."""
+    from . import training
+    from .runner import prepare
+
+    chapter, params = prepare(chapter_id, {}, profile)
+    experiment, prof, settings = training.chapter_campaign(chapter.id, params)
+    status = training.campaign_status(experiment, prof, **settings)
+    stored = [r for us in training.stored_campaign(experiment, prof, **settings).values() for r in us
+              if r is not None]
+    trained = training.training_time(stored)["seconds"] if stored else 0.0
+    to_go, modelled = 0.0, 0
+    for e in status.ensembles:
+        if e.step is not None and e.split_from is None and e.step > 0:
+            trained += e.wall or 0.0
+            to_go += (e.steps - e.step) * (e.sitting_pace or (e.wall or 0.0) / e.step)
+        else:
+            step = _eval(chapter, "network_step", {**params, "depth": e.depth})
+            to_go += e.members * (e.steps - (e.step or 0)) * step
+            modelled += 1
+    return CampaignCost(chapter.id, status.units, status.stored, trained / 3600, to_go / 3600,
+                        len(status.ensembles), modelled)
+
+
+def cost_frame(chapters: list[str], profile: str = "paper"):
+    """:func:`campaign_cost` of each chapter as a ``pandas.DataFrame``, one row per chapter, with the
+    columns a reader needs: chapter, networks committed / needed, hours trained, hours to go, and
+    how the hours to go were found (measured pace, the cost model, or both)."""
+    import pandas as pd
+
+    rows = []
+    for ch in chapters:
+        c = campaign_cost(ch, profile)
+        how = ("-" if not c.ensembles else "cost model" if c.modelled == c.ensembles
+               else "measured pace" if not c.modelled else "measured pace and cost model")
+        rows.append({"chapter": c.chapter, "networks": f"{c.stored} of {c.units}",
+                     "hours trained": c.hours_trained, "hours to go": c.hours_to_go, "to go from": how})
+    return pd.DataFrame(rows)

@@ -80,3 +80,44 @@ def test_absurd_parameters_of_wu_thm_4_1_are_caught():
     ch = get_chapter("wu-thm-4-1")
     est = cost.estimate(ch, ch.resolve("default", {"n_tokens": "2048", "depth": "2000", "samples": "256"}))
     assert est.memory_mb > 1e6 and est.seconds > 3600
+
+
+def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
+    """Figure 2's paper campaign is committed: nothing to go, and the hours trained are the stored
+    units' ensembles' wall times, each ensemble once."""
+    from posbias import train
+
+    c = cost.campaign_cost("wu-fig-2")
+    units = [u for us in train.stored_campaign("wu-fig-2", "paper").values() for u in us]
+    assert c.units == c.stored == len(units) == 45 and c.ensembles == c.modelled == 0
+    assert c.hours_to_go == 0.0
+    assert c.hours_trained == pytest.approx(train.training_time(units)["seconds"] / 3600) and c.hours_trained > 10
+
+
+def test_campaign_cost_measures_started_ensembles_and_models_the_rest(monkeypatch):
+    """An ensemble with a checkpoint counts its wall time as trained and its remaining steps at its
+    latest pace; an ensemble not started is priced by the chapter's network_step model."""
+    from posbias import training
+    from posbias.training.status import CampaignStatus, EnsembleStatus
+
+    started = EnsembleStatus(2, "window", "none", 15, 100_000, step=40_000, wall=6000.0, sitting_pace=0.2)
+    fresh = EnsembleStatus(2, "prefix", "none", 15, 100_000)
+    monkeypatch.setattr(training, "campaign_status", lambda *a, **k: CampaignStatus(35, 5, [started, fresh]))
+    monkeypatch.setattr(training, "stored_campaign", lambda *a, **k: {"x": [None]})
+    c = cost.campaign_cost("wu-fig-6")
+    per_step = 0.003 + 0.007 * 2                       # wu-fig-6's front matter, at depth 2
+    assert c.hours_trained == pytest.approx(6000.0 / 3600)
+    assert c.hours_to_go == pytest.approx((60_000 * 0.2 + 15 * 100_000 * per_step) / 3600)
+    assert (c.units, c.stored, c.ensembles, c.modelled) == (35, 5, 2, 1)
+
+
+def test_cost_frame_has_one_row_per_chapter_with_its_source_of_hours(monkeypatch):
+    rows = {"wu-fig-2": cost.CampaignCost("wu-fig-2", 45, 45, 42.7, 0.0, 0, 0),
+            "wu-fig-6": cost.CampaignCost("wu-fig-6", 35, 5, 3.0, 8.0, 2, 0),
+            "wu-fig-3": cost.CampaignCost("wu-fig-3", 30, 0, 0.0, 14.0, 3, 3),
+            "wu-fig-4": cost.CampaignCost("wu-fig-4", 90, 0, 0.0, 42.0, 3, 1)}
+    monkeypatch.setattr(cost, "campaign_cost", lambda ch, profile="paper": rows[ch])
+    df = cost.cost_frame(list(rows))
+    assert list(df["chapter"]) == list(rows) and list(df["networks"]) == ["45 of 45", "5 of 35", "0 of 30", "0 of 90"]
+    assert list(df["to go from"]) == ["-", "measured pace", "cost model", "measured pace and cost model"]
+    assert list(df["hours to go"]) == [0.0, 8.0, 14.0, 42.0]
