@@ -1,9 +1,13 @@
-"""Chapters: their declared parameters, profiles and validation.
+"""Chapters: their declared parameters, profiles and validation, and their figures' captions.
 
 A chapter is ``notebooks/<id>.md``; its YAML header carries a ``posbias`` block (see CONTRIBUTING.md)
 that declares every parameter once (type, default, range or choices, meaning), the cross-parameter
 constraints and the profiles as overrides of the defaults. Everything here runs before a notebook
 is executed, so bad input is refused before any work starts.
+
+A figure's caption is written once, as the body of its ``{glue:figure}`` directive in the chapter
+(:func:`figure_captions`); ``posbias run`` hands them to the kernel, where ``figures.save`` embeds
+them in the figure's files and record.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import ast
 import difflib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +25,8 @@ import yaml
 
 from .provenance import ROOT
 
-__all__ = ["NOTEBOOKS", "PROFILES", "ParamError", "Param", "Chapter", "chapter_ids", "get_chapter"]
+__all__ = ["NOTEBOOKS", "PROFILES", "ParamError", "Param", "Chapter", "chapter_ids", "get_chapter",
+           "figure_captions"]
 
 NOTEBOOKS = ROOT / "notebooks"
 PROFILES = ("default", "smoke", "paper")
@@ -158,6 +164,7 @@ class Chapter:
     profiles: dict[str, dict[str, Any]]
     constraints: list[dict[str, str]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    captions: dict[str, str] = field(default_factory=dict)    # figure name -> its {glue:figure} caption
 
     def resolve(self, profile: str = "default", overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """Defaults, then the profile's overrides, then the reader's; all validated. Raises ParamError."""
@@ -187,6 +194,71 @@ class Chapter:
                 shown = ", ".join(f"{n} = {values[n]!r}" for n in dict.fromkeys(names))
                 raise ParamError(f"impossible combination for chapter {self.id!r}: {shown} violates "
                                  f"`{c['rule']}`: {c.get('message', '')}")
+
+
+# -- figure captions: the bodies of the chapter's {glue:figure} directives ----------------------
+_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|:{3,})\s*(?P<info>.*?)\s*$")
+_OPTION = re.compile(r"^\s*:[\w-]+:")
+# directives whose body is not markdown: a {glue:figure} inside one is not a directive
+_OPAQUE = re.compile(r"^\{(code-cell|code|code-block|sourcecode|literalinclude|raw|math|eval-rst|bibliography)\}")
+
+
+def _fence_end(lines: list[str], start: int, fence: str) -> int:
+    """The index of the line closing ``fence`` opened just before ``start`` (``len(lines)`` if none)."""
+    close = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+    return next((k for k in range(start, len(lines)) if close.match(lines[k])), len(lines))
+
+
+def _caption_of(body: list[str]) -> str:
+    """A directive's body without its options (``:key: value`` lines or a ``---`` YAML block at its
+    start), whitespace-normalised to one line."""
+    if body and body[0].strip() == "---":
+        end = next((k for k in range(1, len(body)) if body[k].strip() == "---"), None)
+        body = body[end + 1:] if end is not None else body
+    else:
+        k = 0
+        while k < len(body) and _OPTION.match(body[k]):
+            k += 1
+        body = body[k:]
+    return " ".join(" ".join(body).split())
+
+
+def _collect_captions(lines: list[str], offset: int, where: str, out: dict[str, str]) -> None:
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, info = m["fence"], m["info"]
+        end = _fence_end(lines, i + 1, fence)
+        figure = re.match(r"^\{glue:figure\}(?:\s+(.*))?$", info)
+        if figure:
+            name = (figure.group(1) or "").strip()
+            if not name or " " in name:
+                raise ValueError(f"{where}, line {offset + i + 1}: ```{{glue:figure}} takes one figure name, "
+                                 f"got {name!r}")
+            if name in out:
+                raise ValueError(f"{where}: two ```{{glue:figure}} {name} directives; a figure has one caption")
+            out[name] = _caption_of(lines[i + 1:end])
+        elif info.startswith("{") and not _OPAQUE.match(info):
+            _collect_captions(lines[i + 1:end], offset + i + 1, where, out)   # a directive of markdown
+        i = end + 1
+
+
+def figure_captions(text: str, where: str = "chapter") -> dict[str, str]:
+    """Figure name -> caption for every ```` ```{glue:figure} NAME ```` directive in a chapter's MyST
+    source ``text`` (also ``:::`` fences and directives nested in others, not code blocks): the
+    directive's body without its ``:option:`` lines, whitespace-normalised. ``{glue:text}`` roles and
+    math are kept as written (``figures.save`` resolves the roles). A directive without a name, or a
+    name given twice, is a ValueError naming ``where``."""
+    lines = text.splitlines()
+    start = 0
+    if lines and lines[0].strip() == "---":          # the YAML header
+        start = next((k for k in range(1, len(lines)) if lines[k].strip() == "---"), len(lines)) + 1
+    out: dict[str, str] = {}
+    _collect_captions(lines[start:], start, where, out)
+    return out
 
 
 def _load_header(path: Path) -> dict[str, Any]:
@@ -230,7 +302,10 @@ def _load(chapter_id: str) -> Chapter:
     for key in ("seconds", "memory_mb", "network_step"):
         if key in cost:
             _compile_rule(str(cost[key]))
-    return Chapter(chapter_id, path, block.get("title") or chapter_id, params, profiles, constraints, block)
+    captions = figure_captions(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)
+                                                                  if path.is_relative_to(ROOT) else path))
+    return Chapter(chapter_id, path, block.get("title") or chapter_id, params, profiles, constraints, block,
+                   captions)
 
 
 def chapter_ids() -> list[str]:

@@ -331,6 +331,7 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
         "POSBIAS_CHAPTER": chapter_id,
         "POSBIAS_PROFILE": profile,
         "POSBIAS_PARAMS": canonical_json(params),
+        "POSBIAS_CAPTIONS": canonical_json(chapter.captions),   # figure -> its {glue:figure} caption
         "POSBIAS_DEVICE": dev,
         "POSBIAS_WRITE_DATA": "1" if write_data else "0",
         "SOURCE_DATE_EPOCH": source_date_epoch(),

@@ -152,3 +152,94 @@ def test_a_constraint_may_use_a_generator_expression_over_the_parameters():
     assert ch.resolve(overrides={"ws": "2,8"})["ws"] == [2, 8]
     with pytest.raises(ParamError, match="windows fit"):
         ch.resolve(overrides={"ws": "2,9"})
+
+
+# --------------------------------------------------------------------------- figure captions: one source
+
+def test_figure_captions_are_the_directive_bodies_without_options():
+    from posbias.chapters import figure_captions
+
+    text = """---
+title: "```{glue:figure} not-in-the-header"
+---
+# A chapter
+
+```{code-cell} ipython3
+figures.save(fig, "a")
+```
+
+```{glue:figure} a
+:name: fig-a
+:figwidth: 80%
+
+Mass on position 1 after {glue:text}`n_layers` layers, $P^{(t)}_{i1} \\to 1$;
+  the bound
+(dotted).
+```
+
+Prose between.
+
+````{admonition} A note
+```{glue:figure} b
+---
+name: fig-b
+---
+Nested in a note.
+```
+````
+
+```python
+```{glue:figure} not-a-directive-in-a-code-block
+```
+
+:::{glue:figure} c
+:name: fig-c
+With colons.
+:::
+
+```{glue:figure} d
+```
+"""
+    assert figure_captions(text) == {
+        "a": "Mass on position 1 after {glue:text}`n_layers` layers, $P^{(t)}_{i1} \\to 1$; the bound (dotted).",
+        "b": "Nested in a note.", "c": "With colons.", "d": ""}
+
+
+def test_figure_captions_refuse_a_name_given_twice_or_none():
+    from posbias.chapters import figure_captions
+
+    with pytest.raises(ValueError, match=r"x.md: two ```\{glue:figure\} a directives"):
+        figure_captions("```{glue:figure} a\none\n```\n\n```{glue:figure} a\ntwo\n```\n", "x.md")
+    with pytest.raises(ValueError, match=r"x.md, line 2: ```\{glue:figure\} takes one figure name"):
+        figure_captions("text\n```{glue:figure}\n:name: x\n```\n", "x.md")
+
+
+def _saved_figures(nb) -> list[tuple[str, ast.Call]]:
+    """Every ``figures.save(...)`` call in the notebook's code cells, with the name it saves."""
+    calls = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        src = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in cell.source.splitlines())
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "figures.save":
+                name = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords
+                                                                     if k.arg == "name"), None)
+                calls.append((name.value if isinstance(name, ast.Constant) else ast.unparse(name), node))
+    return calls
+
+
+@pytest.mark.parametrize("cid", CHAPTERS)
+def test_each_figure_has_one_caption_its_directive(cid):
+    """A caption is written once, in the ``{glue:figure}`` directive: no ``figures.save`` passes
+    ``caption=``, every name saved is a string with a directive, and every directive a saved figure."""
+    ch = get_chapter(cid)
+    saved = _saved_figures(jupytext.read(ch.path))
+    for name, call in saved:
+        assert not any(k.arg == "caption" for k in call.keywords), \
+            f"{cid}: figures.save({name!r}, caption=...): the caption is the {{glue:figure}} directive's body"
+    names = [name for name, _ in saved]
+    assert len(names) == len(set(names)), f"{cid}: a figure saved twice: {names}"
+    assert sorted(names) == sorted(ch.captions), \
+        f"{cid}: figures saved {sorted(names)}, {{glue:figure}} directives {sorted(ch.captions)}"
+    assert all(ch.captions.values()), f"{cid}: a {{glue:figure}} directive without a caption"

@@ -230,6 +230,44 @@ def test_every_out_problem_is_bad_input_writing_nothing(tree, tmp_path, where, m
     assert (tmp_path / "f.txt").read_text() == "mine"
 
 
+FIGURE_BODY = """import matplotlib.pyplot as plt
+from posbias import figures
+report.value("n_layers", 3 * x)
+report.value("worst", 1 / 3)
+fig, ax = plt.subplots()
+ax.plot([0, 1], [1, 0])
+figures.save(fig, "zz-fig")"""
+
+
+def test_a_figures_caption_is_its_directive_with_the_glued_values_and_the_save_cell_shows_nothing(tree, tmp_path):
+    """The runner hands the chapter's {glue:figure} captions to the kernel (POSBIAS_CAPTIONS): the figure's
+    record and files carry the directive's body with its {glue:text} roles filled in, math kept."""
+    directive = ("\n```{glue:figure} zz-fig\n:name: fig-zz\n\nMass after {glue:text}`n_layers` layers,\n"
+                 "$\\alpha \\to 1$; worst {glue:text}`worst:.3f`.\n```\n")
+    (tree / "notebooks" / "zz-figure.md").write_text(HEADER.format(title="Figure", body=FIGURE_BODY) + directive)
+    (tree / "notebooks" / "zz-nodirective.md").write_text(HEADER.format(title="No directive", body=FIGURE_BODY))
+    try:
+        proc = run(tree, "run", "zz-figure", "--out", str(tmp_path / "o"))
+        missing = run(tree, "run", "zz-nodirective", "--out", str(tmp_path / "m"))
+    finally:
+        (tree / "notebooks" / "zz-figure.md").unlink()
+        (tree / "notebooks" / "zz-nodirective.md").unlink()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    want = "Mass after 3 layers, $\\alpha \\to 1$; worst 0.333."
+    fig = json.loads((tmp_path / "o" / "results.json").read_text())["figures"][0]
+    assert fig["caption"] == want and fig["provenance"]["caption"] == want
+    from PIL import Image
+
+    assert json.loads(Image.open(tmp_path / "o" / "figures" / "zz-fig.png").text["Description"])["caption"] == want
+    nb = json.loads((tmp_path / "o" / "zz-figure.ipynb").read_text())
+    save_cell = next(c for c in nb["cells"] if "figures.save" in "".join(c["source"]))
+    shown = [o for o in save_cell["outputs"] if o["output_type"] != "display_data"
+             or not all(k.startswith("application/papermill.record/") for k in o["data"])]   # glue records aside
+    assert shown == [], shown                                        # no "saved figure ..." line on the page
+    assert missing.returncode == 1
+    assert "figure 'zz-fig' has no ```{glue:figure} zz-fig directive in chapter 'zz-nodirective'" in missing.stderr
+
+
 def test_a_run_that_records_no_check_is_not_ok(tree, tmp_path):
     (tree / "notebooks" / "zz-nocheck.md").write_text(HEADER.format(title="No check", body="print(1)").replace(
         'report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))', "from posbias import report"))

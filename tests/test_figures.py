@@ -47,13 +47,83 @@ def test_two_saves_are_byte_identical(run_dir):
     assert a["files"]["png"]["sha256"] != b["files"]["png"]["sha256"]  # the name is embedded, so hashes can differ
 
 
-def test_a_saved_figure_shows_as_one_line():
+def test_a_saved_figure_shows_as_one_line_and_a_cell_ending_in_save_shows_nothing(capsys):
+    from IPython.core.formatters import DisplayFormatter
     from IPython.lib.pretty import pretty
 
     entry = figures.SavedFigure(name="demo", caption="", files={"png": {"path": "figures/demo.png", "sha256": "0"}},
                                 provenance={})
     assert pretty(entry) == "saved figure 'demo': figures/demo.png"
     assert entry["name"] == "demo" and isinstance(entry, dict)
+    # IPython's display hook (a cell's last value) asks the display formatter: nothing to publish
+    assert DisplayFormatter().format(entry) == ({}, {})
+    assert entry._ipython_display_() is None
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.fixture
+def chapter_run(run_dir, monkeypatch):
+    """Inside ``posbias run``: the chapter's captions from its {glue:figure} directives."""
+    captions = {"demo": "Mass on position 1 after {glue:text}`n_layers` layers, $P^{(t)}_{i1} \\to 1$; "
+                        "worst row {glue:text}`worst:.2e`, share {glue:text}`share:.1%`, depth {glue:text}`depth:d`."}
+    monkeypatch.setenv("POSBIAS_CAPTIONS", json.dumps(captions))
+    return run_dir
+
+
+def test_in_a_chapter_run_save_takes_the_directives_caption_with_glued_values(chapter_run):
+    report.value("n_layers", 12)
+    report.value("worst", 3.14159e-7)
+    report.value("share", 0.25)
+    report.value("depth", 6.0)
+    entry = figures.save(_figure(), "demo")
+    want = ("Mass on position 1 after 12 layers, $P^{(t)}_{i1} \\to 1$; worst row 3.14e-07, share 25.0%, depth 6.")
+    assert entry["caption"] == want and entry["provenance"]["caption"] == want
+    desc = json.loads(Image.open(chapter_run / "figures" / "demo.png").text["Description"])
+    assert desc["caption"] == want
+    assert report.record()["figures"][0]["caption"] == want
+    assert json.loads((chapter_run / "_record.json").read_text())["figures"][0]["caption"] == want
+
+
+def test_in_a_chapter_run_a_figure_needs_its_directive_and_takes_no_caption_argument(chapter_run):
+    with pytest.raises(ValueError, match=r"figure 'other' has no ```\{glue:figure\} other directive in "
+                                         r"chapter 'wu-thm-4-1'"):
+        figures.save(_figure(), "other")
+    for given in ("a second caption", ""):
+        with pytest.raises(ValueError, match=r"caption=.*\{glue:figure\} demo directive.*one source"):
+            figures.save(_figure(), "demo", caption=given)
+    assert not (chapter_run / "figures").exists() and report.record()["figures"] == []   # refused before writing
+
+
+def test_a_role_glued_after_the_save_is_an_error_naming_it(chapter_run):
+    report.value("n_layers", 12)
+    with pytest.raises(ValueError, match=r"\{glue:text\}`worst:.2e` names 'worst', which is not glued yet"):
+        figures.save(_figure(), "demo")
+
+
+def test_outside_a_chapter_run_the_caption_is_optional(run_dir, monkeypatch):
+    monkeypatch.delenv("POSBIAS_CAPTIONS", raising=False)
+    assert figures.save(_figure(), "free")["caption"] == ""
+    assert figures.save(_figure(), "given", caption="my words")["provenance"]["caption"] == "my words"
+
+
+@pytest.mark.parametrize("value, fmt", [(0.123456, ".3f"), (12, ""), (12, "d"), (7.0, "d"), (1234.5, ".1e"),
+                                        (0.25, ".0%"), ("causal", ""), ([1, 2], ""), (3, ".2f"), (True, "")])
+def test_glued_values_read_as_myst_nb_shows_them(value, fmt):
+    """The caption in a figure's files says what the page's {glue:text} role shows (myst-nb's formatting)."""
+    from myst_nb.core.variables import format_plain_text
+
+    role = "{glue:text}`x" + (f":{fmt}`" if fmt else "`")
+    assert figures.resolve_glue(f"a {role} b", {"x": value}) == f"a {format_plain_text(repr(value), fmt or 's')} b"
+
+
+def test_resolve_glue_keeps_math_and_refuses_what_it_cannot_fill():
+    assert figures.resolve_glue("$\\alpha$ in {glue:text}`a`", {"a": "0, 0.5"}) == "$\\alpha$ in 0, 0.5"
+    with pytest.raises(ValueError, match="cannot format 'x' with '.2f'"):
+        figures.resolve_glue("{glue:text}`a:.2f`", {"a": "x"})
+    with pytest.raises(ValueError, match="another page"):
+        figures.resolve_glue("{glue:text}`other.ipynb::a`", {"a": 1})
+    with pytest.raises(ValueError, match="use \\{glue:text\\}"):
+        figures.resolve_glue("{glue:md}`a`", {"a": 1})
 
 
 def test_gap_curves_figure_draws_the_mean_gap_per_pe_and_depth():
