@@ -170,6 +170,7 @@ def test_slurm_job_script_has_lifetime_threads_and_gpus(tmp_path):
     cluster = eng.slurm_cluster(str(cfg), gpus=1, threads=2)
     try:
         script = cluster.job_script()
+        assert cluster.scheduler_spec["options"]["dashboard_address"] == ":0"    # no dashboard asked for
     finally:
         cluster.close()
     assert "#SBATCH -p gpu" in script and "#SBATCH -A lab" in script and "#SBATCH -t 02:00:00" in script

@@ -256,8 +256,10 @@ def slurm_cluster(config: str | None = None, *, gpus: int = 0, threads: int = 1,
         directives += [f"--gres=gpu:{gpus}"]
     env = list(dask.config.get("jobqueue.slurm.job-script-prologue", None) or [])
     env += [f"export POSBIAS_THREADS={threads}", f"export OMP_NUM_THREADS={threads}"]
+    scheduler = {**(dask.config.get("jobqueue.slurm.scheduler-options", None) or {}),
+                 "dashboard_address": _dashboard(dashboard)}    # dask-jobqueue takes it only here
     return SLURMCluster(walltime=walltime, worker_extra_args=extra, job_extra_directives=directives,
-                        job_script_prologue=env, dashboard_address=_dashboard(dashboard),
+                        job_script_prologue=env, scheduler_options=scheduler,
                         **({} if dask.config.get("jobqueue.slurm.cores", None) else {"cores": 1}),
                         **({} if dask.config.get("jobqueue.slurm.memory", None) else {"memory": "4GB"}))
 
