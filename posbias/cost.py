@@ -140,7 +140,7 @@ def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
     status = training.campaign_status(experiment, prof, **settings)
     stored = [r for us in training.stored_campaign(experiment, prof, **settings).values() for r in us
               if r is not None]
-    trained = training.training_time(stored)["seconds"] if stored else 0.0
+    trained = training.training_time(stored).seconds if stored else 0.0
     to_go, modelled = 0.0, 0
     for e in status.ensembles:
         if e.step is not None and e.split_from is None and e.step > 0:

@@ -5,6 +5,7 @@ number (or array) per member, on the leading axis ``E``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Collection
 
 import torch
@@ -22,7 +23,7 @@ __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies",
            "fig3_claims",
            "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS",
            "complete_depths", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve",
-           "fig3_measurable_claims", "fig4_measurable_claims"]
+           "fig3_measurable_claims", "fig4_measurable_claims", "Coverage"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -541,16 +542,27 @@ def attention_residual(maps: torch.Tensor, mask: torch.Tensor) -> float:
 FIG2_PES = ("No PE", "decay", "RoPE")
 
 
-def coverage(stored: dict[str, list[dict | None]]) -> dict:
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a campaign is stored (:func:`coverage`).
+
+    ``n_units``: the units stored; ``n_total``: the units the campaign has; ``complete``: label ->
+    its results, one per seed, only for the labels whose every seed is stored, in the campaign's
+    order; ``statement``: the phrase a chapter glues, ``"N of M units committed"``."""
+
+    n_units: int
+    n_total: int
+    complete: dict[str, list[dict]]
+    statement: str
+
+
+def coverage(stored: dict[str, list[dict | None]]) -> Coverage:
     """How much of a campaign is stored, from ``train.stored_campaign`` (label -> one result or
-    ``None`` per seed). Returns ``n_units`` (stored), ``n_total``, ``complete`` (label -> its results,
-    only the labels whose every seed is stored, in their order) and ``statement`` ("N of M units
-    committed")."""
+    ``None`` per seed), as a :class:`Coverage`."""
     n_units = sum(u is not None for us in stored.values() for u in us)
     n_total = sum(len(us) for us in stored.values())
     complete = {k: list(us) for k, us in stored.items() if us and all(u is not None for u in us)}
-    return {"n_units": n_units, "n_total": n_total, "complete": complete,
-            "statement": f"{n_units} of {n_total} units committed"}
+    return Coverage(n_units, n_total, complete, f"{n_units} of {n_total} units committed")
 
 
 def complete_depths(complete: dict[str, list[dict]], pes: Collection[str] = FIG2_PES

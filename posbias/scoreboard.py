@@ -274,7 +274,7 @@ def figure_result(chapter: str, stored: dict[str, list[dict | None]], settings: 
     ``n_sink``), at the two-sided ``level`` (Student's t, then Holm over the figure's tested
     claims); claims without all their units are :data:`PENDING`."""
     cov = ev.coverage(stored)
-    rows = _JUDGES[chapter](cov["complete"], settings) if cov["complete"] else []
+    rows = _JUDGES[chapter](cov.complete, settings) if cov.complete else []
     for r in rows:
         if r["verdict"] != "not comparable":
             r["crit"] = ev.t_critical(r["n_runs"], level)
@@ -296,7 +296,7 @@ def figure_result(chapter: str, stored: dict[str, list[dict | None]], settings: 
     extra = sorted(set(judged) - {n for n, _ in expected})
     if extra:
         raise RuntimeError(f"{chapter}: claims judged but not expected: {extra}")
-    return FigureResult(chapter, FIGURES[chapter], cov["n_units"], cov["n_total"], tuple(out),
+    return FigureResult(chapter, FIGURES[chapter], cov.n_units, cov.n_total, tuple(out),
                         tuple(n for n, _ in expected))
 
 

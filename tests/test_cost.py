@@ -91,7 +91,7 @@ def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
     units = [u for us in train.stored_campaign("wu-fig-2", "paper").values() for u in us]
     assert c.units == c.stored == len(units) == 45 and c.ensembles == c.modelled == 0
     assert c.hours_to_go == 0.0
-    assert c.hours_trained == pytest.approx(train.training_time(units)["seconds"] / 3600) and c.hours_trained > 10
+    assert c.hours_trained == pytest.approx(train.training_time(units).seconds / 3600) and c.hours_trained > 10
 
 
 def test_campaign_cost_measures_started_ensembles_and_models_the_rest(monkeypatch):

@@ -1,4 +1,7 @@
 """posbias.evaluate: gaps, sink metric and accuracies on hand-made inputs."""
+import dataclasses
+
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -205,10 +208,16 @@ def _fig2_results(depths, shift=0.0, seeds=3):
 
 
 def test_coverage_counts_stored_units_and_keeps_complete_labels():
-    stored = {"a": [{"x": 1}, None], "b": [{"x": 2}, {"x": 3}], "c": [None, None]}
+    stored = {"a": [{"x": 1}, None], "b": [{"x": 2}, {"x": 3}], "c": [None, None], "d": []}
     cov = ev.coverage(stored)
-    assert (cov["n_units"], cov["n_total"]) == (3, 6) and list(cov["complete"]) == ["b"]
-    assert cov["statement"] == "3 of 6 units committed"
+    assert isinstance(cov, ev.Coverage) and "Coverage" in ev.__all__
+    assert [f.name for f in dataclasses.fields(cov)] == ["n_units", "n_total", "complete", "statement"]
+    assert cov == ev.Coverage(n_units=3, n_total=6, complete={"b": [{"x": 2}, {"x": 3}]},
+                              statement="3 of 6 units committed")
+    assert cov.complete["b"] is not stored["b"]                 # a copy of the seeds' list
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cov.n_units = 4
+    assert ev.coverage({}) == ev.Coverage(0, 0, {}, "0 of 0 units committed")
 
 
 def test_fig2_claims_mean_over_depths_keeps_one_depths_test_noise():
@@ -485,16 +494,16 @@ def test_residual_paper_section_on_trained_smoke_units(fresh, monkeypatch):
     kw = dict(steps=20, eval_every=10, n_test=64, n_sweep=32, n_sink=32)
     stored = lambda seeds: train.stored_campaign("wu-residual-depth", "smoke", depths=[2, 6],  # noqa: E731
                                                  seeds=seeds, **kw)
-    assert ev.complete_depths(ev.coverage(stored([0]))["complete"]) == ([], {})     # nothing trained
+    assert ev.complete_depths(ev.coverage(stored([0])).complete) == ([], {})     # nothing trained
     ev.publish_claims([], prefix="empty_")                # no depth yet: the prose's counts are 0
     assert all(report.record()["values"][f"empty_n_{k}"] == 0
                for k in ("claims", "reproduced", "inconclusive", "contradicted", "not_comparable"))
     train.run_campaign("wu-residual-depth", "smoke", progress=False, log=lambda s: None, seeds=[0],
                        depths=[2], **kw)
-    assert ev.complete_depths(ev.coverage(stored([0, 1]))["complete"])[0] == []    # seed 1 missing
+    assert ev.complete_depths(ev.coverage(stored([0, 1])).complete)[0] == []    # seed 1 missing
     cov = ev.coverage(stored([0]))
-    assert cov["statement"] == "3 of 6 units committed"
-    depths, pres = ev.complete_depths(cov["complete"])
+    assert (cov.statement, cov.n_units, cov.n_total) == ("3 of 6 units committed", 3, 6)
+    depths, pres = ev.complete_depths(cov.complete)
     assert depths == [2] and set(pres) == {"No PE|2", "decay|2", "RoPE|2"}
     assert all(u["params"]["depth"] == 2 and u["params"]["steps"] == 20 for us in pres.values() for u in us)
     status = train.campaign_status("wu-residual-depth", "smoke", depths=[2, 6], seeds=[0], **kw)

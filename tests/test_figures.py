@@ -345,8 +345,8 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     kw = dict(steps=20, seeds=[0], eval_every=10, n_test=64, n_sweep=32, n_sink=32)
     train.run_campaign("wu-fig-3", "smoke", progress=False, log=lambda s: None, **kw)
     cov = ev.coverage(train.stored_campaign("wu-fig-3", "smoke", **kw))
-    pres = cov["complete"]
-    assert cov["statement"] == "6 of 6 units committed" and list(pres) == list(ev.FIG3_NAMES)
+    pres = cov.complete
+    assert cov.statement == "6 of 6 units committed" and list(pres) == list(ev.FIG3_NAMES)
     pacc = {c: ev.ic_accuracy_by_set(us) for c, us in pres.items()}
     assert pacc["causal|sin"].shape == (1, 6)
     fig = figures.fig3_accuracy_figure(pacc)
@@ -371,8 +371,8 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     # one more seed per configuration than is stored: nothing complete yet
     more = {**kw, "seeds": [0, 1]}
     half = ev.coverage(train.stored_campaign("wu-fig-3", "smoke", **more))
-    assert half["statement"] == "6 of 12 units committed" and half["complete"] == {}
-    none = ev.fig3_measurable_claims(half["complete"], kw["n_test"], judge_learning=True)
+    assert half.statement == "6 of 12 units committed" and half.complete == {}
+    none = ev.fig3_measurable_claims(half.complete, kw["n_test"], judge_learning=True)
     ev.publish_claims(none, prefix="later_")
     assert none == [] and report.record()["values"]["later_n_claims"] == 0
     assert report.record()["values"]["later_n_reproduced"] == 0

@@ -473,7 +473,8 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     (w,) = {r["splits"][0]["wall"] for r in results}
     t_nope, t_decay = results[0]["train_seconds_ensemble"], results[2]["train_seconds_ensemble"]
     assert 0 < w < min(t_nope, t_decay)
-    assert train.training_time(results) == {"seconds": pytest.approx(t_nope + t_decay - w), "ensembles": 3}
+    took = train.training_time(results)
+    assert (took.seconds, took.ensembles) == (pytest.approx(t_nope + t_decay - w), 3)
 
 
 _ALLOCATOR_CHILD = """
@@ -518,6 +519,33 @@ def test_format_status_projects_at_the_latest_sittings_pace():
         45, 20, [train.EnsembleStatus(**{**row, "masks": "causal/decay"})]))
     assert named.splitlines()[1].startswith("  depth 6, causal/decay mask, none PE, 10 units: step 20000/100000")
 
+
+
+def test_training_time_counts_each_ensemble_and_each_split_once():
+    """A :class:`train.TrainingTime` (frozen): members of one ensemble share its wall time, which counts
+    once; two parts cut from a larger ensemble carry its time up to the split, which counts once."""
+    import dataclasses
+
+    from posbias import training
+
+    def r(depth, size, seconds, splits=()):
+        return {"params": {"depth": depth}, "ensemble_size": size, "train_seconds_ensemble": seconds,
+                "splits": list(splits)}
+
+    cut = {"key": "four", "members": 4, "step": 3, "wall": 30.0}
+    results = [r(2, 2, 100.0), r(2, 2, 100.0),                      # one ensemble of two: 100 s
+               r(2, 2, 80.0, [cut]), r(2, 2, 80.0, [cut]),          # a part: 50 s after the split
+               r(2, 2, 90.0, [cut]), r(2, 2, 90.0, [cut]),          # the other part: 60 s after it
+               r(4, 1, 7.0)]                                        # and the 30 s before it, once
+    took = train.training_time(results)
+    assert isinstance(took, train.TrainingTime) and train.TrainingTime is training.TrainingTime
+    assert "TrainingTime" in train.__all__ and "TrainingTime" in training.__all__
+    assert [f.name for f in dataclasses.fields(took)] == ["seconds", "ensembles"]
+    assert took == train.TrainingTime(seconds=247.0, ensembles=5) and took.hours == 247.0 / 3600
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        took.seconds = 0.0
+    none = train.training_time([])
+    assert (none.seconds, none.ensembles, none.hours) == (0.0, 0, 0.0) and isinstance(none.seconds, float)
 
 @pytest.mark.parametrize("chapter", [c for c in train.CHAPTER_CAMPAIGNS if c != "sinks-synthetic-vs-real"])
 @pytest.mark.parametrize("profile", ["default", "smoke", "paper"])

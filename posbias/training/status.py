@@ -98,8 +98,23 @@ def format_status(status: CampaignStatus) -> str:
     return "\n".join(lines)
 
 
-def training_time(results: list[dict[str, Any]]) -> dict[str, float]:
-    """How long the units' ``results`` took to train: ``{"seconds", "ensembles"}``. Each ensemble's
+@dataclass(frozen=True)
+class TrainingTime:
+    """How long units took to train (:func:`training_time`): ``seconds``, the wall time of their
+    ensembles, each counted once; ``ensembles``, how many ensembles that time covers (an ensemble
+    trained up to a split and then cut into parts counts once, and so does each part)."""
+
+    seconds: float
+    ensembles: int
+
+    @property
+    def hours(self) -> float:
+        """``seconds`` in hours."""
+        return self.seconds / 3600
+
+
+def training_time(results: list[dict[str, Any]]) -> TrainingTime:
+    """How long the units' ``results`` took to train, as a :class:`TrainingTime`. Each ensemble's
     wall time counts once (its members share ``train_seconds_ensemble``); an ensemble split from a
     larger one (``splits``) carries the larger one's time up to the split, which counts once however
     many parts were split from it."""
@@ -111,7 +126,7 @@ def training_time(results: list[dict[str, Any]]) -> dict[str, float]:
             r["train_seconds_ensemble"] - (splits[-1]["wall"] if splits else 0.0)
         for i, sp in enumerate(splits):
             nodes[sp["key"]] = sp["wall"] - (splits[i - 1]["wall"] if i else 0.0)
-    return {"seconds": sum(leaves.values()) + sum(nodes.values()), "ensembles": len(leaves) + len(nodes)}
+    return TrainingTime(float(sum(leaves.values()) + sum(nodes.values())), len(leaves) + len(nodes))
 
 
 def progress_text(status: CampaignStatus, name: Callable[[str, str], str] | None = None) -> str:
