@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from .store import atomic_write_text, to_jsonable
 
-__all__ = ["check", "value", "note_data", "progress", "record", "summary", "footer"]
+__all__ = ["check", "value", "note_data", "progress", "record", "summary", "footer", "plain_table"]
 
 _RECORD: dict[str, Any] = {"checks": [], "values": {}, "data": [], "figures": []}
 
@@ -143,3 +143,29 @@ def footer() -> None:
         return
     params = json.loads(os.environ.get("POSBIAS_PARAMS", "{}"))
     _display_markdown(footer_markdown(chapter, params, _RECORD["figures"], os.environ.get("POSBIAS_PROFILE", "")))
+
+
+def plain_table(styler: Any) -> str:
+    """A pandas ``Styler`` as aligned plain text, with its formats and hidden index applied: what a
+    table shows where HTML cannot be used (the PDF book). Columns are left-aligned, two spaces apart."""
+    rows = [line.split("\t") for line in styler.to_string(delimiter="\t").splitlines()]
+    width = [max(len(r[i]) if i < len(r) else 0 for r in rows) for i in range(max(map(len, rows), default=0))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width)).rstrip() for r in rows)
+
+
+def _plain_styler_in_notebooks() -> None:
+    """Give pandas ``Styler`` a plain-text form in a notebook kernel (:func:`plain_table`) instead of
+    ``<pandas.io.formats.style.Styler at 0x...>``: the HTML book shows the styled table, the PDF book
+    (which drops HTML) this text. Registered lazily, without importing pandas."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    ip.display_formatter.formatters["text/plain"].for_type_by_name(
+        "pandas.io.formats.style", "Styler", lambda obj, p, cycle: p.text(plain_table(obj)))
+
+
+_plain_styler_in_notebooks()

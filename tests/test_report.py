@@ -34,3 +34,37 @@ def test_a_file_computed_then_read_back_is_listed_once(fresh):
     rec = json.loads((fresh / "_record.json").read_text())
     assert rec["data"] == [{"path": "data/x.json", "sha256": "abc", "source": "computed"},
                            {"path": "data/x.json", "sha256": "def", "source": "cache"}]
+
+
+def test_plain_table_is_the_styled_table_aligned():
+    import pandas as pd
+
+    from posbias.report import plain_table
+
+    df = pd.DataFrame({"chapter": ["wu-fig-2", "wu-fig-6"], "hours": [42.675, 2.94],
+                       "networks": ["45 of 45", "5 of 35"]})
+    assert plain_table(df.style.hide(axis="index").format(precision=1)).splitlines() == [
+        "chapter   hours  networks",
+        "wu-fig-2  42.7   45 of 45",
+        "wu-fig-6  2.9    5 of 35"]
+    indexed = plain_table(df.set_index("chapter").style.format("{:.3f}", subset=["hours"])).splitlines()
+    assert indexed[2].split() == ["wu-fig-2", "42.675", "45", "of", "45"]
+
+
+def test_a_styler_shows_its_table_not_its_address_in_a_kernel():
+    """In an IPython shell with posbias.report imported, a Styler's text/plain form is the table (what
+    the PDF book prints), and its HTML form is unchanged."""
+    import pandas as pd
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from posbias import report
+
+    shell = InteractiveShell.instance()
+    try:
+        report._plain_styler_in_notebooks()
+        styler = pd.DataFrame({"a": [1.25]}).style.format(precision=1).hide(axis="index")
+        data, _ = shell.display_formatter.format(styler)
+        assert data["text/plain"] == "a\n1.2" and "Styler at" not in data["text/plain"]
+        assert "<table" in data["text/html"]
+    finally:
+        InteractiveShell.clear_instance()
