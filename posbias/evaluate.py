@@ -727,7 +727,11 @@ def fig4_specs(pref: Callable[[str, str], torch.Tensor], first_last: Callable[[s
 def slot_preference(units: list[dict], w: str) -> torch.Tensor:
     """Per-seed preference for slot ``w`` (``first``, ``middle`` or ``last``): the mean of the two gaps
     involving ``w``, signed toward ``w``; ``(seeds,)``."""
-    g = {f"{a}-{b}": stack(units, "gaps", f"{a}-{b}") for a, b in GAP_PAIRS}
+    return _toward({f"{a}-{b}": stack(units, "gaps", f"{a}-{b}") for a, b in GAP_PAIRS}, w)
+
+
+def _toward(g: dict[str, torch.Tensor], w: str) -> torch.Tensor:
+    """The mean of the two gaps of ``g`` (``"first-middle"``, ...) involving slot ``w``, signed toward ``w``."""
     return {"first": (g["first-middle"] + g["first-last"]) / 2,
             "middle": (-g["first-middle"] + g["middle-last"]) / 2,
             "last": (-g["first-last"] - g["middle-last"]) / 2}[w]
@@ -763,10 +767,7 @@ def ic_accuracy_by_set(units: list[dict]) -> torch.Tensor:
 def slot_preference_curve(units: list[dict], w: str) -> torch.Tensor:
     """:func:`slot_preference` along training: the mean of the two gaps involving slot ``w``, signed
     toward ``w``, at every evaluation of the stored curves, ``(seeds, evals)``."""
-    g = gap_curves(units)
-    return {"first": (g["first-middle"] + g["first-last"]) / 2,
-            "middle": (-g["first-middle"] + g["middle-last"]) / 2,
-            "last": (-g["first-last"] - g["middle-last"]) / 2}[w]
+    return _toward(gap_curves(units), w)
 
 
 def _measurable(claims_of: Callable[[dict[str, list[dict]]], list[dict]], uses: dict[str, list[str]],

@@ -76,18 +76,11 @@ _GLUE_ROLE = re.compile(r"\{glue(?::(?P<kind>[\w-]*))?\}`(?P<content>[^`]*)`")
 
 
 def _format_glued(value: Any, fmt: str) -> str:
-    """``value`` as ``{glue:text}`name:fmt``` shows it (myst-nb's ``format_plain_text``): ``str`` without
-    a format, else ``format`` after converting to the type the format's last character names."""
-    if not fmt:
-        return str(value)
-    kind = fmt[-1]
-    if kind == "s":
-        value = str(value)
-    elif kind in "bcdoxX":
-        value = int(value)
-    elif kind in "eEfFgGn%":
-        value = float(value)
-    return format(value, fmt)
+    """``value`` as ``{glue:text}`name:fmt``` shows it: myst-nb's own ``format_plain_text`` applied to
+    the value's plain-text form, ``repr`` (what the glued output holds)."""
+    from myst_nb.core.variables import format_plain_text
+
+    return format_plain_text(repr(value), fmt)
 
 
 def resolve_glue(caption: str, values: dict[str, Any], where: str = "the caption") -> str:
