@@ -565,15 +565,17 @@ def coverage(stored: dict[str, list[dict | None]]) -> Coverage:
     return Coverage(n_units, n_total, complete, f"{n_units} of {n_total} units committed")
 
 
-def complete_depths(complete: dict[str, list[dict]], pes: Collection[str] = FIG2_PES
-                    ) -> tuple[list[int], dict[str, list[dict]]]:
+def complete_depths(complete: dict[str, list[dict]], pes: Collection[str] = FIG2_PES,
+                    within: Collection[int] | None = None) -> tuple[list[int], dict[str, list[dict]]]:
     """The depths of a Figure-2-shaped campaign (labels ``f"{pe}|{depth}"``) at which every
     architecture of ``pes`` is complete, from :func:`coverage`'s ``complete``, in increasing order,
     and the results of those depths only (``f"{pe}|{depth}"`` -> one result per seed): what
     :func:`fig2_claims` and ``figures.gap_bars_figure`` take. A depth missing one architecture, or
-    one seed of it, is left out."""
+    one seed of it, is left out, and so is a depth not in ``within`` (a chapter's ``depths``) when
+    it is given."""
     depths = {int(k.rpartition("|")[2]) for k in complete if k.rpartition("|")[0] in pes}
-    full = sorted(d for d in depths if all(f"{pe}|{d}" in complete for pe in pes))
+    full = sorted(d for d in depths if all(f"{pe}|{d}" in complete for pe in pes)
+                  and (within is None or d in within))
     return full, {f"{pe}|{d}": complete[f"{pe}|{d}"] for d in full for pe in pes}
 
 

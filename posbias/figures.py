@@ -350,9 +350,15 @@ def hero_figure(h: Any) -> matplotlib.figure.Figure:
 # biased in training) in Figure 4. A label missing from the input is not drawn, so a figure can be
 # drawn from the configurations stored so far; a panel with nothing to draw says so.
 
-_MASKS = ("full", "causal")
-_PES = ("none", "sin", "rope")
 _EMPTY = "no configuration complete yet"
+
+
+def _masks_pes() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The masks and the PEs of Figures 3 and 4, in the order of :data:`posbias.evaluate.FIG3_NAMES`."""
+    from . import evaluate as ev
+
+    labels = [k.split("|") for k in ev.FIG3_NAMES]
+    return tuple(dict.fromkeys(m for m, _ in labels)), tuple(dict.fromkeys(p for _, p in labels))
 
 
 def _pe_name(label: str) -> str:
@@ -386,8 +392,9 @@ def _ic_bars(ax: Any, acc: dict[str, Any], prefix: str, mask: str, fontsize: int
 
     from . import evaluate as ev
 
-    w = 0.8 / len(_PES)
-    for k, pe in enumerate(_PES):
+    pes = _masks_pes()[1]
+    w = 0.8 / len(pes)
+    for k, pe in enumerate(pes):
         if f"{prefix}{mask}|{pe}" not in acc:
             continue
         a = np.asarray(acc[f"{prefix}{mask}|{pe}"], dtype=float)
@@ -407,7 +414,7 @@ def fig3_accuracy_figure(acc: dict[str, Any]) -> matplotlib.figure.Figure:
     :data:`posbias.evaluate.IC_SETS` (:func:`posbias.evaluate.ic_accuracy_by_set` of the units);
     missing labels are not drawn."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.3), sharey=True)
-    for ax, mask in zip(axes, _MASKS):
+    for ax, mask in zip(axes, _masks_pes()[0]):
         _ic_bars(ax, acc, "", mask, 8)
         ax.set_title(_mask_title(mask))
     axes[0].set_ylabel("accuracy")
@@ -424,7 +431,7 @@ def fig4_accuracy_figure(acc: dict[str, Any], wheres: tuple[str, ...] = ("first"
     missing labels are not drawn."""
     fig, axes = plt.subplots(len(wheres), 2, figsize=(11, 2.7 * len(wheres)), sharey=True, squeeze=False)
     for row, w in zip(axes, wheres):
-        for ax, mask in zip(row, _MASKS):
+        for ax, mask in zip(row, _masks_pes()[0]):
             _ic_bars(ax, acc, f"{w}|", mask, 7)
             ax.set_title(f"answer at {w} in training, {'no' if mask == 'full' else 'causal'} mask",
                          fontsize=9)
@@ -439,9 +446,10 @@ def fig3_sweep_figure(sweeps: dict[str, Any]) -> matplotlib.figure.Figure:
     ``sweep_accuracy`` (the answer at item ``1..N``); missing labels are not drawn."""
     import numpy as np
 
+    masks, pes = _masks_pes()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
-    for ax, mask in zip(axes, _MASKS):
-        for pe in _PES:
+    for ax, mask in zip(axes, masks):
+        for pe in pes:
             if f"{mask}|{pe}" in sweeps:
                 s = np.asarray(sweeps[f"{mask}|{pe}"], dtype=float)
                 ax.errorbar(np.arange(1, s.shape[1] + 1), s.mean(0), yerr=s.std(0), marker="o", ms=3,

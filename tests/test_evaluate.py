@@ -478,6 +478,8 @@ def test_complete_depths_keeps_the_depths_with_every_architecture():
     assert depths == [2, 10] and list(res) == [f"{pe}|{d}" for d in (2, 10) for pe in ev.FIG2_PES]
     assert ev.complete_depths(complete, ("No PE", "decay"))[0] == [2, 6, 10]
     assert ev.complete_depths({}) == ([], {})
+    depths, res = ev.complete_depths(complete, within=[2, 4, 6])        # a chapter's `depths`
+    assert depths == [2] and list(res) == [f"{pe}|2" for pe in ev.FIG2_PES]
 
 
 def test_residual_paper_section_on_trained_smoke_units(fresh, monkeypatch):
@@ -572,3 +574,9 @@ def test_measurable_claims_are_the_full_rows_of_the_complete_configurations():
         f"{w}-{m}-sin" for w in ["first", "middle", "last"] for m in ["full", "causal"]]
     assert [r["name"] for r in ev.fig4_measurable_claims(sin, 1000, ("middle",))] == ["middle-full-sin",
                                                                                       "middle-causal-sin"]
+
+
+def test_fig3_names_label_exactly_the_trained_configurations():
+    from posbias.training.campaigns import FIG3_CONFIGS
+
+    assert list(ev.FIG3_NAMES) == [f"{m}|{p}" for m, p in FIG3_CONFIGS]
