@@ -23,7 +23,7 @@ __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies",
            "fig3_claims",
            "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS",
            "complete_depths", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve",
-           "fig3_measurable_claims", "fig4_measurable_claims", "Coverage"]
+           "fig3_measurable_claims", "fig4_measurable_claims", "Coverage", "Claim", "u_claims", "u_frame"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -188,22 +188,21 @@ def holm(pvalues: list[float], level: float = 0.05) -> list[bool]:
     return out
 
 
-def n_tested(rows: list[dict]) -> int:
+def n_tested(rows: list[Claim]) -> int:
     """How many of a table's :func:`claim` rows are tested: all but the ``not comparable`` ones."""
-    return sum(r["verdict"] != "not comparable" for r in rows)
+    return sum(r.verdict != "not comparable" for r in rows)
 
 
-def holm_verdicts(rows: list[dict], level: float = 0.05) -> list[dict]:
-    """Add ``holm verdict`` to each :func:`claim` row: the verdict once Holm's correction
+def holm_verdicts(rows: list[Claim], level: float = 0.05) -> list[Claim]:
+    """Set ``holm_verdict`` of each :func:`claim` row: the verdict once Holm's correction
     (:func:`holm`) is applied over the rows tested together (the ``not comparable`` ones are not
     tested and keep their verdict). A rejected claim is ``reproduced`` or ``contradicted`` by the
     sign of its mean in the claimed direction; the others ``inconclusive``. Returns ``rows``."""
-    tested = [r for r in rows if r["verdict"] != "not comparable"]
-    for r, rejected in zip(tested, holm([r["p"] for r in tested], level)):
-        direction = r.get("sign", 1) * r["mean"]
-        r["holm verdict"] = ("reproduced" if direction > 0 else "contradicted") if rejected else "inconclusive"
+    tested = [r for r in rows if r.verdict != "not comparable"]
     for r in rows:
-        r.setdefault("holm verdict", r["verdict"])
+        r.holm_verdict = r.verdict
+    for r, rejected in zip(tested, holm([r.p for r in tested], level)):
+        r.holm_verdict = ("reproduced" if r.sign * r.mean > 0 else "contradicted") if rejected else "inconclusive"
     return rows
 
 
@@ -228,8 +227,45 @@ def gap_curves(units: list[dict]) -> dict[str, torch.Tensor]:
     return gaps(acc)
 
 
+@dataclass
+class Claim:
+    """One row of a chapter's claims table (:func:`claim`): a quantity the paper says is positive
+    (``sign=+1``) or negative, its mean and standard error over ``n_runs`` runs, and the verdict.
+
+    ``crit`` is the critical value the verdict used and ``p`` the two-sided p-value. The optional
+    columns are filled where they apply: ``learned`` (``"k of n"`` networks that learned, when
+    learning is judged), ``depth`` and ``accuracy_shallow_deep`` (Figure 2 and the residual study),
+    ``still_rising`` (were the networks still improving when training stopped, :func:`rising`),
+    ``holm_verdict`` (:func:`holm_verdicts`) and ``asserted`` (:func:`publish_claims`)."""
+    name: str
+    claim: str
+    mean: float
+    se: float
+    verdict: str
+    sign: int = 1
+    n_runs: int = 1
+    crit: float = 2.0
+    p: float = 1.0
+    learned: str | None = None
+    depth: str | None = None
+    accuracy_shallow_deep: str | None = None
+    still_rising: bool | None = None
+    holm_verdict: str | None = None
+    asserted: bool = False
+
+    def table_row(self) -> dict[str, object]:
+        """The row as the page shows it: the :data:`CLAIM_COLUMNS` this claim has (not ``None``),
+        keyed by their column names, with ``name``."""
+        out: dict[str, object] = {"name": self.name}
+        for col in CLAIM_COLUMNS:
+            v = getattr(self, _CLAIM_ATTRS.get(col, col))
+            if v is not None:
+                out[col] = v
+        return out
+
+
 def claim(name: str, text: str, per_seed, n_test: int, sign: int = 1, n_acc: int = 2, *,
-          learned: Collection[bool] | None = None, level: float = 0.05) -> dict:
+          learned: Collection[bool] | None = None, level: float = 0.05) -> Claim:
     """One row of a chapter's claims table: a quantity that the paper says is positive (``sign=+1``)
     or negative, measured per seed. ``n_acc`` is how many accuracies enter it (2 for a gap, 4 for a
     difference of gaps), which sets the binomial part of the error.
@@ -238,24 +274,23 @@ def claim(name: str, text: str, per_seed, n_test: int, sign: int = 1, n_acc: int
     (:func:`t_critical`, ``runs - 1`` degrees of freedom, two-sided ``level``). The standard error
     (:func:`seed_mean_se`) adds a bound on the test sets' binomial noise to the spread between runs,
     so the test is conservative. With ``learned`` (one flag per network the quantity uses,
-    :func:`learned`) a claim resting on any network that did not learn is ``not comparable``.
-    Keys: ``name, claim, mean, se, verdict, sign, n_runs, crit`` (the critical value), ``p``
-    (two-sided, :func:`p_value`) and, with ``learned``, ``learned`` (``"k of n"``).
+    :func:`learned`) a claim resting on any network that did not learn is ``not comparable``, and
+    the row's ``learned`` says ``"k of n"``.
     """
     n = torch.as_tensor(per_seed).numel()
     mean, se = seed_mean_se(per_seed, n_test * 2 // n_acc)
     crit = t_critical(n, level)
-    row = {"name": name, "claim": text, "mean": mean, "se": se, "verdict": verdict(mean, se, sign, crit),
-           "sign": sign, "n_runs": n, "crit": crit, "p": p_value(mean, se, n)}
+    row = Claim(name, text, mean, se, verdict(mean, se, sign, crit), sign=sign, n_runs=n, crit=crit,
+                p=p_value(mean, se, n))
     if learned is not None:
         flags = [bool(f) for f in learned]
-        row["learned"] = f"{sum(flags)} of {len(flags)}"
+        row.learned = f"{sum(flags)} of {len(flags)}"
         if not all(flags):
-            row["verdict"] = "not comparable"
+            row.verdict = "not comparable"
     return row
 
 
-def depth_mean_claim(name: str, text: str, per_depth, n_test: int, sign: int = 1, n_acc: int = 2, **kw) -> dict:
+def depth_mean_claim(name: str, text: str, per_depth, n_test: int, sign: int = 1, n_acc: int = 2, **kw) -> Claim:
     """:func:`claim` on each run's mean over depths of a quantity measured at every depth,
     ``per_depth`` ``(depths, seeds)`` (a list of per-seed tensors, one per depth).
 
@@ -297,7 +332,7 @@ def depth_claims(first_last: Callable[[str, int], torch.Tensor], lo: int, hi: in
              [pe], first_last(pe, hi) - first_last(pe, lo), 4) for pe in ["No PE", "decay", "RoPE"]]
 
 
-def still_learning(units: list[dict], n_test: int) -> dict:
+def still_learning(units: list[dict], n_test: int) -> Claim:
     """Is the mean accuracy over the six IC sets still rising at the end of training?
 
     Compares the last evaluation with the one before, per seed; a ``reproduced`` verdict means the
@@ -306,15 +341,15 @@ def still_learning(units: list[dict], n_test: int) -> dict:
     names = [n for n in units[0]["curves"] if n.startswith("IC_")]
     acc = torch.stack([stack(units, "curves", n) for n in names]).mean(0)      # (seeds, evals)
     if acc.shape[1] < 2:
-        return {"name": "still-learning", "claim": "", "mean": 0.0, "se": 0.0, "verdict": "inconclusive"}
+        return Claim("still-learning", "accuracy still rising at the end", 0.0, 0.0, "inconclusive")
     return claim("still-learning", "accuracy still rising at the end", acc[:, -1] - acc[:, -2], n_test * len(names))
 
 
-def publish_claims(rows: list[dict], asserted: Collection[str] = (), *, prefix: str = "") -> None:
+def publish_claims(rows: list[Claim], asserted: Collection[str] = (), *, prefix: str = "") -> None:
     """Glue a chapter's table of :func:`claim` rows and mark which of them are asserted.
 
-    A row named in ``asserted`` is asserted (``row["asserted"]``) only if its networks had stopped
-    improving (``not row["accuracy still rising"]``, missing = stopped) and it is not ``not
+    A row named in ``asserted`` is asserted (``row.asserted``) only if its networks had stopped
+    improving (``not row.still_rising``, unknown = stopped) and it is not ``not
     comparable``: a claim about what networks learn measures how far training got while they still
     learn. Glued (each name after ``prefix``):
     ``v_<name>``, ``m_<name>``, ``s_<name>`` (verdict, mean, SE of each row); ``reproduction`` (the
@@ -326,39 +361,36 @@ def publish_claims(rows: list[dict], asserted: Collection[str] = (), *, prefix: 
     """
     from . import report
 
-    unknown = set(asserted) - {r["name"] for r in rows}
+    unknown = set(asserted) - {r.name for r in rows}
     if unknown:
         raise ValueError(f"asserted claims {sorted(unknown)} are not in the table")
     for r in rows:
-        r["asserted"] = (r["name"] in asserted and not r.get("accuracy still rising", False)
-                         and r["verdict"] != "not comparable")
+        r.asserted = r.name in asserted and not r.still_rising and r.verdict != "not comparable"
         for key in ["verdict", "mean", "se"]:
-            report.value(f"{prefix}{key[0]}_{r['name']}", r[key])
+            report.value(f"{prefix}{key[0]}_{r.name}", getattr(r, key))
     report.value(f"{prefix}reproduction", rows)
     for v in VERDICTS:
-        report.value(f"{prefix}n_{v.replace(' ', '_')}", sum(r["verdict"] == v for r in rows))
+        report.value(f"{prefix}n_{v.replace(' ', '_')}", sum(r.verdict == v for r in rows))
     report.value(f"{prefix}n_claims", len(rows))
     report.value(f"{prefix}n_tested", n_tested(rows))
-    report.value(f"{prefix}contradicted_list", "; ".join(f"{r['claim']} ({r['mean']:+.3f} ± {r['se']:.3f})"
-                                                         for r in rows if r["verdict"] == "contradicted") or "none")
+    report.value(f"{prefix}contradicted_list", "; ".join(f"{r.claim} ({r.mean:+.3f} ± {r.se:.3f})"
+                                                         for r in rows if r.verdict == "contradicted") or "none")
     report.value(f"{prefix}n_kind", len(set(asserted)))
-    report.value(f"{prefix}n_asserted", sum(r["asserted"] for r in rows))
+    report.value(f"{prefix}n_asserted", sum(r.asserted for r in rows))
 
 
-def check_claims(rows: list[dict], z: float | None = None) -> None:
+def check_claims(rows: list[Claim], z: float | None = None) -> None:
     """Assert (``report.check``) every row that :func:`publish_claims` marked asserted: its quantity is
-    not contradicted, i.e. ``sign * mean >= -z * se`` in the claimed direction (``row["sign"]``).
-    ``z`` is, unless given, the row's Student's t critical value (``row["crit"]``, :func:`claim`),
-    else 2."""
+    not contradicted, i.e. ``sign * mean >= -z * se`` in the claimed direction (``row.sign``).
+    ``z`` is, unless given, the row's Student's t critical value (``row.crit``, :func:`claim`)."""
     from . import report
 
     for r in rows:
-        if r.get("asserted"):
-            sign = r.get("sign", 1)
-            zr = z if z is not None else r.get("crit", 2.0)
-            report.check(f"claim-{r['name']}", r["claim"], value=f"{r['mean']:+.3f} ± {r['se']:.3f}",
-                         expected=f"{'-' if sign < 0 else ''}mean > -{zr:.2f} SE (not contradicted)",
-                         passed=sign * r["mean"] >= -zr * r["se"])
+        if r.asserted:
+            zr = z if z is not None else r.crit
+            report.check(f"claim-{r.name}", r.claim, value=f"{r.mean:+.3f} ± {r.se:.3f}",
+                         expected=f"{'-' if r.sign < 0 else ''}mean > -{zr:.2f} SE (not contradicted)",
+                         passed=r.sign * r.mean >= -zr * r.se)
 
 
 # --------------------------------------------------------------------------- sanity of stored units
@@ -581,7 +613,7 @@ def complete_depths(complete: dict[str, list[dict]], pes: Collection[str] = FIG2
 
 def rising(units: list[dict], n_test: int) -> bool:
     """Were these networks still improving when training stopped (:func:`still_learning` reproduced)?"""
-    return still_learning(units, n_test)["verdict"] == "reproduced"
+    return still_learning(units, n_test).verdict == "reproduced"
 
 
 def fig2_table(results: dict[str, list[dict]], depths: list[int], n_test: int,
@@ -606,16 +638,16 @@ def fig2_table(results: dict[str, list[dict]], depths: list[int], n_test: int,
 
 
 def fig2_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, *, per_depth: bool,
-                judge_learning: bool | None = None) -> list[dict]:
+                judge_learning: bool | None = None) -> list[Claim]:
     """The claims of Wu et al.'s Figure 2 as :func:`claim` rows, from ``results[f"{pe}|{d}"]``.
 
     First the three depth claims from ``min(depths)`` to ``max(depths)`` (when there are two depths
-    or more), with the mean accuracy at both ends (``accuracy shallow/deep``). Then the five claims
+    or more), with the mean accuracy at both ends (``accuracy_shallow_deep``). Then the five claims
     at a fixed depth (:func:`fixed_depth_claims`): with ``per_depth`` once per depth, named
     ``<name>-<depth>``; otherwise once, on each seed's mean over the depths. Such a mean is not
     given a smaller test-set error than one depth: every depth is tested on the same sequences, so
     their test-set noise is shared (the binomial bound of one depth applies to the mean). Every row
-    has ``accuracy still rising`` (:func:`rising`, on the networks the claim uses) and ``depth``.
+    has ``still_rising`` (:func:`rising`, on the networks the claim uses) and ``depth``.
     With ``judge_learning`` a claim resting on a network that did not learn (:func:`learned`) is
     ``not comparable`` (:func:`claim`'s ``learned``); by default (``None``) only for networks trained
     :data:`PAPER_SCALE_STEPS` steps or more. The residual-depth study's claims are these,
@@ -631,28 +663,29 @@ def fig2_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, 
     lo, hi = min(depths), max(depths)
     if lo != hi:
         for name, text, (pe,), per_seed, n_acc in depth_claims(lambda pe, d: gap(pe, d, "first-last"), lo, hi):
-            rows.append({**claim(name, text, per_seed, n_test, n_acc=n_acc, learned=lrn([pe], [lo, hi])),
-                         "depth": f"{lo} to {hi}",
-                         "accuracy shallow/deep": f"{acc(pe, lo):.3f} / {acc(pe, hi):.3f}",
-                         "accuracy still rising": rising(units([pe], [lo, hi]), n_test)})
+            r = claim(name, text, per_seed, n_test, n_acc=n_acc, learned=lrn([pe], [lo, hi]))
+            r.depth, r.accuracy_shallow_deep = f"{lo} to {hi}", f"{acc(pe, lo):.3f} / {acc(pe, hi):.3f}"
+            r.still_rising = rising(units([pe], [lo, hi]), n_test)
+            rows.append(r)
     if per_depth:
         for d in depths:
             for name, text, used, per_seed, n_acc in fixed_depth_claims(lambda pe, p: gap(pe, d, p)):
-                rows.append({**claim(f"{name}-{d}", f"{text} ({d} layers)", per_seed, n_test, n_acc=n_acc,
-                                     learned=lrn(used, [d])),
-                             "depth": str(d), "accuracy still rising": rising(units(used, [d]), n_test)})
+                r = claim(f"{name}-{d}", f"{text} ({d} layers)", per_seed, n_test, n_acc=n_acc,
+                          learned=lrn(used, [d]))
+                r.depth, r.still_rising = str(d), rising(units(used, [d]), n_test)
+                rows.append(r)
     else:
         mean_over_depths = lambda pe, p: torch.stack([gap(pe, d, p) for d in depths]).mean(0)  # noqa: E731
         for name, text, used, per_seed, n_acc in fixed_depth_claims(mean_over_depths):
             # a mean over depths keeps one depth's test-set error (:func:`depth_mean_claim`)
-            rows.append({**claim(name, f"{text} (mean over depths)", per_seed, n_test, n_acc=n_acc,
-                                 learned=lrn(used, depths)),
-                         "depth": "mean", "accuracy still rising": rising(units(used, depths), n_test)})
+            r = claim(name, f"{text} (mean over depths)", per_seed, n_test, n_acc=n_acc, learned=lrn(used, depths))
+            r.depth, r.still_rising = "mean", rising(units(used, depths), n_test)
+            rows.append(r)
     return rows
 
 
 def residual_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, *,
-                    judge_learning: bool | None = None) -> list[dict]:
+                    judge_learning: bool | None = None) -> list[Claim]:
     """The claims of the residual-depth study (Figure 2's orderings with the residual connection):
     :func:`fig2_claims` with ``per_depth=False``, i.e. the three depth claims and the five orderings
     on each run's mean over depths, with one depth's test-set error (not divided by the number of
@@ -688,9 +721,9 @@ def fig3_specs(gap: Callable[[str, str], torch.Tensor], at: Callable[[str, str],
     return rows
 
 
-def fig3_claims(results: dict[str, list[dict]], n_test: int, *, judge_learning: bool | None = None) -> list[dict]:
+def fig3_claims(results: dict[str, list[dict]], n_test: int, *, judge_learning: bool | None = None) -> list[Claim]:
     """Figure 3's claims (:func:`fig3_specs`) as :func:`claim` rows from ``results["mask|pe"]``, each
-    with ``accuracy still rising`` (:func:`rising`, on the networks the claim uses); with
+    with ``still_rising`` (:func:`rising`, on the networks the claim uses); with
     ``judge_learning`` (default: at :data:`PAPER_SCALE_STEPS` steps or more), ``not comparable``
     where a network it uses did not learn."""
     judge_learning = _judging(judge_learning, [u for us in results.values() for u in us])
@@ -700,9 +733,9 @@ def fig3_claims(results: dict[str, list[dict]], n_test: int, *, judge_learning: 
     rows = []
     for name, text, used, per_seed, n_acc, sign in fig3_specs(gap, at):
         us = [u for c in used for u in results[c]]
-        rows.append({**claim(name, text, per_seed, n_test, sign=sign, n_acc=n_acc,
-                             learned=learned(us) if judge_learning else None),
-                     "accuracy still rising": rising(us, n_test)})
+        r = claim(name, text, per_seed, n_test, sign=sign, n_acc=n_acc, learned=learned(us) if judge_learning else None)
+        r.still_rising = rising(us, n_test)
+        rows.append(r)
     return rows
 
 
@@ -740,9 +773,9 @@ def _toward(g: dict[str, torch.Tensor], w: str) -> torch.Tensor:
 
 
 def fig4_claims(results: dict[str, list[dict]], n_test: int, wheres: tuple[str, ...] = ("first", "middle", "last"),
-                *, judge_learning: bool | None = None) -> list[dict]:
+                *, judge_learning: bool | None = None) -> list[Claim]:
     """Figure 4's claims (:func:`fig4_specs`) as :func:`claim` rows from ``results["w|mask|pe"]``, each
-    with ``accuracy still rising`` (on the networks the claim uses); with ``judge_learning`` (default:
+    with ``still_rising`` (on the networks the claim uses); with ``judge_learning`` (default:
     at :data:`PAPER_SCALE_STEPS` steps or more), ``not comparable`` where a network it uses did not learn."""
     judge_learning = _judging(judge_learning, [u for us in results.values() for u in us])
     pref = lambda w, c: slot_preference(results[f"{w}|{c}"], w)  # noqa: E731
@@ -750,9 +783,9 @@ def fig4_claims(results: dict[str, list[dict]], n_test: int, wheres: tuple[str, 
     rows = []
     for name, text, used, per_seed, n_acc, sign in fig4_specs(pref, fl, tuple(wheres)):
         us = [u for c in used for u in results[c]]
-        rows.append({**claim(name, text, per_seed, n_test, sign=sign, n_acc=n_acc,
-                             learned=learned(us) if judge_learning else None),
-                     "accuracy still rising": rising(us, n_test)})
+        r = claim(name, text, per_seed, n_test, sign=sign, n_acc=n_acc, learned=learned(us) if judge_learning else None)
+        r.still_rising = rising(us, n_test)
+        rows.append(r)
     return rows
 
 
@@ -772,8 +805,8 @@ def slot_preference_curve(units: list[dict], w: str) -> torch.Tensor:
     return _toward(gap_curves(units), w)
 
 
-def _measurable(claims_of: Callable[[dict[str, list[dict]]], list[dict]], uses: dict[str, list[str]],
-                results: dict[str, list[dict]], labels: Collection[str]) -> list[dict]:
+def _measurable(claims_of: Callable[[dict[str, list[dict]]], list[Claim]], uses: dict[str, list[str]],
+                results: dict[str, list[dict]], labels: Collection[str]) -> list[Claim]:
     """The rows of ``claims_of`` (a figure's claims over every label of ``labels``) whose configurations
     (``uses[name]``) are all in ``results``. The missing labels are filled with a stand-in (the first
     label's results) only so that the claims can be built; every row that would read one is dropped."""
@@ -781,11 +814,11 @@ def _measurable(claims_of: Callable[[dict[str, list[dict]]], list[dict]], uses: 
         return []
     stand_in = next(iter(results.values()))
     rows = claims_of({lb: results.get(lb, stand_in) for lb in labels})
-    return [r for r in rows if set(uses[r["name"]]) <= set(results)]
+    return [r for r in rows if set(uses[r.name]) <= set(results)]
 
 
 def fig3_measurable_claims(results: dict[str, list[dict]], n_test: int, *,
-                           judge_learning: bool | None = None) -> list[dict]:
+                           judge_learning: bool | None = None) -> list[Claim]:
     """:func:`fig3_claims` on the configurations stored so far: ``results`` holds some of the six
     ``mask|pe`` labels (a campaign's complete ones, :func:`coverage`), and the rows are the claims
     whose every configuration is among them, in :func:`fig3_specs` order (all 15 when all six are
@@ -798,7 +831,7 @@ def fig3_measurable_claims(results: dict[str, list[dict]], n_test: int, *,
 
 def fig4_measurable_claims(results: dict[str, list[dict]], n_test: int,
                            wheres: tuple[str, ...] = ("first", "middle", "last"), *,
-                           judge_learning: bool | None = None) -> list[dict]:
+                           judge_learning: bool | None = None) -> list[Claim]:
     """:func:`fig4_claims` on the configurations stored so far (labels ``w|mask|pe``): the claims
     whose every configuration is in ``results``, in :func:`fig4_specs` order; ``[]`` when none is.
     Each row is exactly :func:`fig4_claims`'s."""
@@ -810,7 +843,7 @@ def fig4_measurable_claims(results: dict[str, list[dict]], n_test: int,
 
 
 def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int, *, judge_learning: bool | None = None
-                ) -> tuple[list[dict], dict[str, float]]:
+                ) -> tuple[list[Claim], dict[str, float]]:
     """Figure 5's two sink claims on single-head units' stored ``sink_alpha`` ``(seeds, depth, T)``.
 
     Rows (:func:`claim`, per seed, layers averaged): ``above-uniform``, key 1's ``alpha`` minus its
@@ -846,12 +879,32 @@ def u_statistic(sweep: torch.Tensor) -> torch.Tensor:
     return torch.minimum(s[:, 0], s[:, -1]) - s[:, 1:-1].mean(-1)
 
 
-def u_claim(name: str, text: str, units: list[dict], n_sweep: int) -> dict:
+def u_claim(name: str, text: str, units: list[dict], n_sweep: int) -> Claim:
     """:func:`claim` row for "a U is present" (:func:`u_statistic` > 0) on the stored sweeps of
     ``units``. Binomial part of the error: ``min(a, b)`` moves by at most ``max(|da|, |db|)``, whose
     variance is at most ``var(a) + var(b) <= 2 / (4 n_sweep)``, and the middle mean adds ``1/6`` of
     that (six slots), so ``n_acc = 3`` (three accuracies' worth) bounds it."""
     return claim(name, text, u_statistic(stack(units, "sweep_accuracy")), n_sweep, n_acc=3)
+
+
+def u_claims(results: dict[str, list[dict]], n_sweep: int, wheres: Collection[str] = ("first", "middle", "last")
+             ) -> dict[tuple[str, str], Claim]:
+    """:func:`u_claim` ("a U is present") for every Figure 4 configuration of ``results``
+    (labels ``w|mask|pe``), keyed by ``(w, mask|pe)``, in the order of ``wheres`` and
+    :data:`FIG3_NAMES`; labels missing from ``results`` are skipped."""
+    return {(w, c): u_claim(f"u-{w}-{c}", "U present", results[f"{w}|{c}"], n_sweep)
+            for w in wheres for c in FIG3_NAMES if f"{w}|{c}" in results}
+
+
+def u_frame(claims: dict[tuple[str, str], Claim]):
+    """The table of :func:`u_claims`: one row per (training bias, network) with the U depth, its SE
+    and the verdict as ``U present?``. Returns a ``pandas`` ``Styler``."""
+    import pandas as pd
+
+    df = pd.DataFrame([{"training bias": w, "network": FIG3_NAMES[c], "U depth": r.mean, "se": r.se,
+                        "U present?": r.verdict} for (w, c), r in claims.items()],
+                      columns=["training bias", "network", "U depth", "se", "U present?"])
+    return df.style.format({"U depth": "{:+.3f}", "se": "{:.3f}"})
 
 
 def sink_excess(units: list[dict], mask: torch.Tensor) -> torch.Tensor:
@@ -860,7 +913,7 @@ def sink_excess(units: list[dict], mask: torch.Tensor) -> torch.Tensor:
 
 
 def fig6_claims(excess: dict[str, torch.Tensor], windows: list[int], prefixes: list[int], n_eff: int, *,
-                learned_by_label: dict[str, list[bool]] | None = None) -> list[dict]:
+                learned_by_label: dict[str, list[bool]] | None = None) -> list[Claim]:
     """The claims of Wu et al.'s Figure 6 from ``excess[label]`` ``(seeds, T)`` (:func:`sink_excess`;
     labels ``causal``, ``window|w``, ``prefix|K``), skipping those whose labels are missing:
     ``causal-first`` (key 1's excess beats every other key but the last), ``window-grows`` (key 1's
@@ -965,13 +1018,15 @@ def sink_rate_rows(toy_share: dict[str, torch.Tensor], windows: list[int], prefi
 #: The columns of a claims table a reader needs, in order, when a row has them.
 CLAIM_COLUMNS = ("depth", "claim", "mean", "se", "verdict", "learned", "accuracy shallow/deep",
                  "accuracy still rising")
+_CLAIM_ATTRS = {"accuracy shallow/deep": "accuracy_shallow_deep", "accuracy still rising": "still_rising"}
 
 
-def claims_frame(rows: list[dict]):
+def claims_frame(rows: list[Claim]):
     """A chapter's claims table for the page: the :func:`claim` rows indexed by name, with only the
     :data:`CLAIM_COLUMNS` the rows carry (not the bookkeeping: sign, runs, critical value, p,
     asserted), mean and SE to three decimals. Returns a ``pandas`` ``Styler``."""
     import pandas as pd
 
-    df = pd.DataFrame(rows).set_index("name")
+    df = pd.DataFrame([r.table_row() for r in rows], columns=["name", *CLAIM_COLUMNS]).set_index("name")
+    df = df.dropna(axis=1, how="all")
     return df[[c for c in CLAIM_COLUMNS if c in df.columns]].style.format({"mean": "{:+.3f}", "se": "{:.3f}"})

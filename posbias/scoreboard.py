@@ -181,7 +181,7 @@ def _sink_names() -> list[tuple[str, str]]:
     T = 5
     fake = [{"sink_alpha": [[0.0] * T], "sink_share": [0.0] * T}]
     rows, _ = ev.sink_claims(fake, make_mask("causal", T), 1)
-    return [(r["name"], r["claim"]) for r in rows]
+    return [(r.name, r.claim) for r in rows]
 
 
 def expected_claims(chapter: str) -> list[tuple[str, str]]:
@@ -203,33 +203,33 @@ def expected_claims(chapter: str) -> list[tuple[str, str]]:
         T = 17
         excess = {lb: torch.zeros(1, T, dtype=torch.float64)
                   for lb in ["causal", *(f"window|{w}" for w in _WINDOWS), *(f"prefix|{k}" for k in _PREFIXES)]}
-        return [(r["name"], r["claim"]) for r in ev.fig6_claims(excess, _WINDOWS, _PREFIXES, 1)]
+        return [(r.name, r.claim) for r in ev.fig6_claims(excess, _WINDOWS, _PREFIXES, 1)]
     raise KeyError(f"no trained figure {chapter!r}; figures: {list(FIGURES)}")
 
 
 # --------------------------------------------------------------------------- judging them
 
-def _judge_fig2(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+def _judge_fig2(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
     if len(complete) < 3 * len(_FIG2_DEPTHS):
         return []
     return ev.fig2_claims(complete, _FIG2_DEPTHS, n["n_test"], per_depth=True, judge_learning=True)
 
 
-def _judge_residual(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+def _judge_residual(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
     if len(complete) < 3 * len(_RESIDUAL_DEPTHS):
         return []
     return ev.fig2_claims(complete, _RESIDUAL_DEPTHS, n["n_test"], per_depth=True, judge_learning=True)
 
 
-def _judge_fig3(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+def _judge_fig3(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
     return ev.fig3_claims(complete, n["n_test"], judge_learning=True) if len(complete) == 6 else []
 
 
-def _judge_fig4(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+def _judge_fig4(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
     return ev.fig4_claims(complete, n["n_test"], judge_learning=True) if len(complete) == 18 else []
 
 
-def _judge_fig5(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+def _judge_fig5(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
     from .masks import make_mask
     from .task import TaskConfig
 
@@ -240,7 +240,7 @@ def _judge_fig5(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict
     return rows
 
 
-def _judge_fig6(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict]:
+def _judge_fig6(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
     from .model import MemberConfig
     from .task import TaskConfig
 
@@ -258,7 +258,7 @@ def _judge_fig6(complete: dict[str, list[dict]], n: dict[str, int]) -> list[dict
                           learned_by_label={lb: ev.learned(us) for lb, us in complete.items()})
 
 
-_JUDGES: dict[str, Callable[[dict[str, list[dict]], dict[str, int]], list[dict]]] = {
+_JUDGES: dict[str, Callable[[dict[str, list[dict]], dict[str, int]], list[ev.Claim]]] = {
     "wu-fig-2": _judge_fig2, "wu-fig-3": _judge_fig3, "wu-fig-4": _judge_fig4, "wu-fig-5": _judge_fig5,
     "wu-fig-6": _judge_fig6, "wu-residual-depth": _judge_residual}
 
@@ -276,23 +276,23 @@ def figure_result(chapter: str, stored: dict[str, list[dict | None]], settings: 
     cov = ev.coverage(stored)
     rows = _JUDGES[chapter](cov.complete, settings) if cov.complete else []
     for r in rows:
-        if r["verdict"] != "not comparable":
-            r["crit"] = ev.t_critical(r["n_runs"], level)
-            r["verdict"] = ev.verdict(r["mean"], r["se"], r["sign"], r["crit"])
+        if r.verdict != "not comparable":
+            r.crit = ev.t_critical(r.n_runs, level)
+            r.verdict = ev.verdict(r.mean, r.se, r.sign, r.crit)
     ev.holm_verdicts(rows, level)
     expected = expected_claims(chapter)
-    judged = {r["name"]: r for r in rows}
+    judged = {r.name: r for r in rows}
     out = []
     for name, text in expected:
         r = judged.get(name)
         if r is None:
             out.append(ClaimResult(chapter, FIGURES[chapter], name, text, PENDING, PENDING))
             continue
-        n_learned, n_networks = (int(x) for x in r["learned"].split(" of "))
-        out.append(ClaimResult(chapter, FIGURES[chapter], name, r["claim"], r["verdict"], r["holm verdict"],
-                               mean=float(r["mean"]), se=float(r["se"]), crit=float(r["crit"]),
-                               n_runs=int(r["n_runs"]), n_networks=n_networks, n_learned=n_learned,
-                               still_rising=r.get("accuracy still rising")))
+        n_learned, n_networks = (int(x) for x in r.learned.split(" of "))
+        out.append(ClaimResult(chapter, FIGURES[chapter], name, r.claim, r.verdict, r.holm_verdict,
+                               mean=float(r.mean), se=float(r.se), crit=float(r.crit),
+                               n_runs=int(r.n_runs), n_networks=n_networks, n_learned=n_learned,
+                               still_rising=r.still_rising))
     extra = sorted(set(judged) - {n for n, _ in expected})
     if extra:
         raise RuntimeError(f"{chapter}: claims judged but not expected: {extra}")

@@ -23,6 +23,7 @@ the recomputations ``posbias check-data`` runs are registered in :mod:`posbias.r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import importlib
 import json
@@ -53,7 +54,10 @@ def cache_dir() -> Path:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """numpy/torch arrays and scalars to lists and Python numbers; tuples to lists; paths to str."""
+    """numpy/torch arrays and scalars to lists and Python numbers; tuples to lists; paths to str;
+    dataclass instances to dicts of their fields."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
     try:
         import numpy as np
     except ImportError:  # pragma: no cover

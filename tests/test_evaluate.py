@@ -62,9 +62,9 @@ def test_verdict_and_standard_error():
     assert verdict(0.2, 0.05) == "reproduced" and verdict(-0.2, 0.05) == "contradicted"
     assert verdict(0.05, 0.05) == "inconclusive" and verdict(-0.2, 0.05, sign=-1) == "reproduced"
     row = claim("x", "positive", [0.25, 0.15], 10000)          # 3.96 SE, below t(1 df) = 12.7: too few runs
-    assert row["verdict"] == "inconclusive" and abs(row["mean"] - 0.2) < 1e-12 and row["n_runs"] == 2
+    assert row.verdict == "inconclusive" and abs(row.mean - 0.2) < 1e-12 and row.n_runs == 2
     row = claim("x", "positive", [0.25, 0.15, 0.2, 0.25, 0.15], 10000)   # 8.5 SE > t(4 df) = 2.78
-    assert row["verdict"] == "reproduced" and abs(row["crit"] - 2.776) < 1e-3
+    assert row.verdict == "reproduced" and abs(row.crit - 2.776) < 1e-3
 
 
 def test_still_learning_detects_rising_accuracy():
@@ -72,8 +72,8 @@ def test_still_learning_detects_rising_accuracy():
     names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
     rising = [{"curves": {"step": [0, 1, 2], **{n: [0.1, 0.3, 0.6] for n in names}}} for _ in range(2)]
     flat = [{"curves": {"step": [0, 1, 2], **{n: [0.1, 0.6, 0.6] for n in names}}} for _ in range(2)]
-    assert still_learning(rising, 1000)["verdict"] == "reproduced"
-    assert still_learning(flat, 1000)["verdict"] == "inconclusive"
+    assert still_learning(rising, 1000).verdict == "reproduced"
+    assert still_learning(flat, 1000).verdict == "inconclusive"
 
 
 def _unit(acc, loss=(0.0, 3.4, 3.2), gap_shift=0.0):
@@ -172,8 +172,8 @@ def test_publish_and_check_claims(fresh):
     five = lambda a, b: [a, b, a, b, (a + b) / 2]  # noqa: E731   five runs: t critical value 2.78
     rows = [ev.claim("up", "positive", five(0.3, 0.2), 10000),                     # reproduced
             ev.claim("down", "positive", five(-0.3, -0.2), 10000),                 # contradicted
-            {**ev.claim("neg", "negative", five(-0.3, -0.2), 10000, sign=-1), "sign": -1},
-            {**ev.claim("rising", "positive", five(-0.3, -0.2), 10000), "accuracy still rising": True},
+            ev.claim("neg", "negative", five(-0.3, -0.2), 10000, sign=-1),
+            dataclasses.replace(ev.claim("rising", "positive", five(-0.3, -0.2), 10000), still_rising=True),
             ev.claim("flat", "positive", five(0.01, -0.01), 10000)]                # inconclusive
     with pytest.raises(ValueError, match="not in the table"):
         ev.publish_claims(rows, ["up", "typo"])
@@ -183,7 +183,7 @@ def test_publish_and_check_claims(fresh):
     assert v["p_v_down"] == "contradicted" and abs(v["p_m_up"] - 0.25) < 1e-12 and v["p_s_up"] > 0
     assert v["p_contradicted_list"].startswith("positive (-0.250 ± ") and v["p_contradicted_list"].count(";") == 1
     assert (v["p_n_kind"], v["p_n_asserted"]) == (4, 3)          # "rising" is listed but still learning
-    assert [r["asserted"] for r in rows] == [True, True, True, False, False]
+    assert [r.asserted for r in rows] == [True, True, True, False, False]
     ev.check_claims(rows)
     checks = {c["name"]: c["passed"] for c in report.record()["checks"]}
     assert checks == {"claim-up": True, "claim-down": False, "claim-neg": True}   # "down" fails the build
@@ -224,22 +224,22 @@ def test_fig2_claims_mean_over_depths_keeps_one_depths_test_noise():
     """Issue 25: the depths share the test sequences, so a per-seed mean over depths is given the
     binomial error of one depth, not one divided by the number of depths."""
     n_test = 1000
-    rows = {r["name"]: r for r in ev.fig2_claims(_fig2_results([2, 4, 6]), [2, 4, 6], n_test, per_depth=False)}
+    rows = {r.name: r for r in ev.fig2_claims(_fig2_results([2, 4, 6]), [2, 4, 6], n_test, per_depth=False)}
     assert set(rows) == {"depth-nope", "depth-decay", "depth-rope", "nope-early", "middle-last-smaller",
                          "decay-reduces", "rope-reduces", "decay-more-than-rope"}
-    one_depth = ev.claim("x", "", [0.04] * 3, n_test)["se"]          # no seed spread: binomial part only
-    assert abs(rows["nope-early"]["se"] - one_depth) < 1e-15 and abs(one_depth - (0.5 / n_test) ** 0.5) < 1e-15
-    assert abs(rows["nope-early"]["mean"] - 0.04) < 1e-6 and rows["nope-early"]["depth"] == "mean"
-    assert abs(rows["depth-nope"]["mean"] - 0.04) < 1e-6 and rows["depth-nope"]["accuracy shallow/deep"]
-    assert all(r["accuracy still rising"] is False for r in rows.values())
+    one_depth = ev.claim("x", "", [0.04] * 3, n_test).se          # no seed spread: binomial part only
+    assert abs(rows["nope-early"].se - one_depth) < 1e-15 and abs(one_depth - (0.5 / n_test) ** 0.5) < 1e-15
+    assert abs(rows["nope-early"].mean - 0.04) < 1e-6 and rows["nope-early"].depth == "mean"
+    assert abs(rows["depth-nope"].mean - 0.04) < 1e-6 and rows["depth-nope"].accuracy_shallow_deep
+    assert all(r.still_rising is False for r in rows.values())
 
 
 def test_fig2_claims_per_depth_and_single_depth():
     rows = ev.fig2_claims(_fig2_results([2, 6]), [2, 6], 1000, per_depth=True)
-    assert len(rows) == 3 + 5 * 2 and rows[3]["name"] == "nope-early-2" and rows[-1]["name"] == "decay-more-than-rope-6"
-    assert abs(rows[-2]["mean"] - 0.06) < 1e-6             # rope-reduces at 6 layers: 0.06 - 0
+    assert len(rows) == 3 + 5 * 2 and rows[3].name == "nope-early-2" and rows[-1].name == "decay-more-than-rope-6"
+    assert abs(rows[-2].mean - 0.06) < 1e-6             # rope-reduces at 6 layers: 0.06 - 0
     single = ev.fig2_claims(_fig2_results([4]), [4], 1000, per_depth=True)
-    assert [r["name"] for r in single] == [f"{n}-4" for n in ["nope-early", "middle-last-smaller", "decay-reduces",
+    assert [r.name for r in single] == [f"{n}-4" for n in ["nope-early", "middle-last-smaller", "decay-reduces",
                                                               "rope-reduces", "decay-more-than-rope"]]
 
 
@@ -264,12 +264,12 @@ def test_sink_claims_on_uniform_and_on_a_first_token_sink():
     mask = make_mask("causal", T)
     uniform = mask.double() / mask.double().sum(-1, keepdim=True)
     rows, summary = ev.sink_claims([_sink_unit(uniform, mask)] * 2, mask, n_sink=10**6)
-    assert abs(rows[0]["mean"]) < 1e-12 and rows[0]["verdict"] == "inconclusive"
+    assert abs(rows[0].mean) < 1e-12 and rows[0].verdict == "inconclusive"
     assert abs(summary["alpha1"] - summary["alpha1_unif"]) < 1e-12
     sink = torch.where(mask, 0.0, 0.0).double()
     sink[:, 0] = 1.0                                      # every query on token 1
     rows, summary = ev.sink_claims([_sink_unit(sink, mask)] * 2, mask, n_sink=10**6)
-    assert [r["verdict"] for r in rows] == ["reproduced", "reproduced"]
+    assert [r.verdict for r in rows] == ["reproduced", "reproduced"]
     assert summary["alpha1"] == 1.0 and summary["share1"] == 1.0 and summary["share_other"] == 0.0
 
 
@@ -279,7 +279,7 @@ def test_u_statistic_and_claim():
     assert torch.allclose(ev.u_statistic(sweep), torch.tensor([0.2, -0.2], dtype=torch.float64))
     units = [{"sweep_accuracy": sweep[0].tolist()}] * 3
     row = ev.u_claim("u", "a U", units, n_sweep=2000)
-    assert row["verdict"] == "reproduced" and abs(row["se"] - (0.5 / (2000 * 2 // 3)) ** 0.5) < 1e-12
+    assert row.verdict == "reproduced" and abs(row.se - (0.5 / (2000 * 2 // 3)) ** 0.5) < 1e-12
 
 
 def test_fig6_claims_skip_missing_labels():
@@ -288,9 +288,9 @@ def test_fig6_claims_skip_missing_labels():
     e[:, 0] = 0.2
     excess = {"causal": e, "window|4": e * 0.5, "window|12": e, "prefix|2": e}
     rows = ev.fig6_claims(excess, [4, 8, 12], [2, 4], n_eff=10**6)
-    assert [r["name"] for r in rows] == ["causal-first", "window-grows", "prefix-2", "prefix-2-beyond-first"]
-    assert [r["verdict"] for r in rows] == ["reproduced", "reproduced", "reproduced", "inconclusive"]
-    assert [r["name"] for r in ev.fig6_claims({"causal": e}, [4, 12], [2], 100)] == ["causal-first"]
+    assert [r.name for r in rows] == ["causal-first", "window-grows", "prefix-2", "prefix-2-beyond-first"]
+    assert [r.verdict for r in rows] == ["reproduced", "reproduced", "reproduced", "inconclusive"]
+    assert [r.name for r in ev.fig6_claims({"causal": e}, [4, 12], [2], 100)] == ["causal-first"]
 
 
 def test_expected_false_verdicts_is_the_two_sided_normal_tail():
@@ -338,18 +338,18 @@ def test_holm_steps_down_and_stops_at_the_first_failure():
             ev.claim("c", "up", five(0.045, 0.015), 10000),      # t = 3.08, p = 0.037: reproduced alone,
             ev.claim("e", "up", five(0.045, 0.015), 10000),      # but Holm asks p < 0.05 / 2 of the third
             ev.claim("d", "up", five(0.3, 0.2), 10000, learned=[True, False])]
-    assert [r["verdict"] for r in rows] == ["reproduced", "contradicted", "reproduced", "reproduced", "not comparable"]
-    assert 0.025 < rows[2]["p"] < 0.05
+    assert [r.verdict for r in rows] == ["reproduced", "contradicted", "reproduced", "reproduced", "not comparable"]
+    assert 0.025 < rows[2].p < 0.05
     ev.holm_verdicts(rows)
-    assert [r["holm verdict"] for r in rows] == ["reproduced", "contradicted", "inconclusive", "inconclusive",
+    assert [r.holm_verdict for r in rows] == ["reproduced", "contradicted", "inconclusive", "inconclusive",
                                                  "not comparable"]
-    assert ev.n_tested(rows) == 4 and rows[4]["learned"] == "1 of 2"
+    assert ev.n_tested(rows) == 4 and rows[4].learned == "1 of 2"
 
 
 def test_depth_mean_claim_keeps_one_depths_test_noise():
     per_depth = [torch.full((5,), 0.02, dtype=torch.float64), torch.full((5,), 0.04, dtype=torch.float64)]
     row = ev.depth_mean_claim("m", "positive", per_depth, 1000, n_acc=4)
-    assert abs(row["mean"] - 0.03) < 1e-12 and abs(row["se"] - (1 / 1000) ** 0.5) < 1e-12   # not / 2 depths
+    assert abs(row.mean - 0.03) < 1e-12 and abs(row.se - (1 / 1000) ** 0.5) < 1e-12   # not / 2 depths
 
 
 def _learning_unit(acc: float, last_loss: float):
@@ -391,7 +391,7 @@ def test_learned_on_the_committed_paper_units_of_figure_2():
     acc = ev.final_accuracy([u for us in st.values() for u in us])
     assert float((acc - 13 / 32).abs().min()) > 0.01
     rows = ev.fig2_claims(st, [2, 4, 6], 10000, per_depth=True, judge_learning=True)
-    v = {r["name"]: r["verdict"] for r in rows}
+    v = {r.name: r.verdict for r in rows}
     assert v["depth-nope"] == "not comparable" and v["decay-reduces-4"] != "not comparable"
     assert v["nope-early-2"] != "not comparable"
 
@@ -417,16 +417,16 @@ def test_fig3_and_fig4_claims_count_and_signs():
     acc["IC_first_middle"], acc["IC_middle_last"] = 0.6, 0.4          # first over middle, last over middle
     res3 = {c: [_unit(dict(acc)) for _ in range(5)] for c in cfgs}
     rows = ev.fig3_claims(res3, 1000)
-    assert len(rows) == 15 and rows[1]["name"] == "causal-nope-first" and abs(rows[1]["mean"] - 0.1) < 1e-6
-    nl = next(r for r in rows if r["name"] == "causal-nope-not-last")
-    assert nl["sign"] == -1 and abs(nl["mean"] - 0.1) < 1e-6 and nl["verdict"] == "contradicted"
+    assert len(rows) == 15 and rows[1].name == "causal-nope-first" and abs(rows[1].mean - 0.1) < 1e-6
+    nl = next(r for r in rows if r.name == "causal-nope-not-last")
+    assert nl.sign == -1 and abs(nl.mean - 0.1) < 1e-6 and nl.verdict == "contradicted"
     specs = ev.fig3_specs(lambda c, p: torch.zeros(1), lambda c, s: torch.zeros(1))
-    assert [s[0] for s in specs] == [r["name"] for r in rows]
+    assert [s[0] for s in specs] == [r.name for r in rows]
     res4 = {f"{w}|{c}": [_unit(dict(acc)) for _ in range(5)] for w in ["first", "middle", "last"] for c in cfgs}
     rows4 = ev.fig4_claims(res4, 1000)
-    assert len(rows4) == 15 and rows4[0]["name"] == "first-causal-early"
-    first_sin = next(r for r in rows4 if r["name"] == "first-full-sin")
-    assert abs(first_sin["mean"] - 0.05) < 1e-6            # (gap first-middle 0.1 + first-last 0) / 2
+    assert len(rows4) == 15 and rows4[0].name == "first-causal-early"
+    first_sin = next(r for r in rows4 if r.name == "first-full-sin")
+    assert abs(first_sin.mean - 0.05) < 1e-6            # (gap first-middle 0.1 + first-last 0) / 2
 
 
 def test_fig6_mask_reads_the_label():
@@ -457,17 +457,20 @@ def test_claims_are_judged_for_learning_by_default_at_the_papers_scale():
     weak = _learning_unit(0.10, 3.0)
     short = {pe: [weak] * 3 for pe in ev.FIG3_NAMES}
     long = {pe: [{**weak, "params": {"steps": ev.PAPER_SCALE_STEPS}}] * 3 for pe in ev.FIG3_NAMES}
-    assert {r["verdict"] for r in ev.fig3_claims(long, 1000)} == {"not comparable"}
-    assert "not comparable" not in {r["verdict"] for r in ev.fig3_claims(short, 1000)}
-    assert "not comparable" not in {r["verdict"] for r in ev.fig3_claims(long, 1000, judge_learning=False)}
+    assert {r.verdict for r in ev.fig3_claims(long, 1000)} == {"not comparable"}
+    assert "not comparable" not in {r.verdict for r in ev.fig3_claims(short, 1000)}
+    assert "not comparable" not in {r.verdict for r in ev.fig3_claims(long, 1000, judge_learning=False)}
 
 
 def test_claims_frame_keeps_the_readers_columns():
-    rows = [{**ev.claim("up", "positive", [0.3, 0.2], 10000), "accuracy still rising": False, "asserted": True}]
+    rows = [dataclasses.replace(ev.claim("up", "positive", [0.3, 0.2], 10000), still_rising=False, asserted=True)]
     shown = ev.claims_frame(rows).data
     assert list(shown.index) == ["up"] and list(shown.columns) == ["claim", "mean", "se", "verdict",
                                                                     "accuracy still rising"]
     assert "+0.250" in ev.claims_frame(rows).to_html()
+    assert set(ev.CLAIM_COLUMNS) <= set(rows[0].table_row()) | {"depth", "learned", "accuracy shallow/deep"}
+    full = dataclasses.replace(rows[0], depth="2", learned="5 of 5", accuracy_shallow_deep="0.9 / 0.8")
+    assert list(full.table_row()) == ["name", *ev.CLAIM_COLUMNS]      # every column maps to a field
 
 
 def test_complete_depths_keeps_the_depths_with_every_architecture():
@@ -520,13 +523,13 @@ def test_residual_paper_section_on_trained_smoke_units(fresh, monkeypatch):
 
     rows = ev.fig2_claims(pres, depths, kw["n_test"], per_depth=True, judge_learning=True)
     expected = [n for n, _ in scoreboard.expected_claims("wu-residual-depth") if n.endswith("-2")]
-    assert [r["name"] for r in rows] == expected and len(rows) == 5       # no depth claim from one depth
+    assert [r.name for r in rows] == expected and len(rows) == 5       # no depth claim from one depth
     assert not any(ev.learned([u for us in pres.values() for u in us]))    # 20 iterations: chance level
-    assert {r["verdict"] for r in rows} == {"not comparable"} and rows[0]["learned"] == "0 of 1"
+    assert {r.verdict for r in rows} == {"not comparable"} and rows[0].learned == "0 of 1"
     nope_fl = pres["No PE|2"][0]["gaps"]["first-last"]
-    assert abs(rows[0]["mean"] - nope_fl) < 1e-12 and rows[0]["name"] == "nope-early-2"
+    assert abs(rows[0].mean - nope_fl) < 1e-12 and rows[0].name == "nope-early-2"
     judged = ev.fig2_claims(pres, depths, kw["n_test"], per_depth=True, judge_learning=False)
-    assert "not comparable" not in {r["verdict"] for r in judged}
+    assert "not comparable" not in {r.verdict for r in judged}
     ev.publish_claims(rows, prefix="paper_")
     v = report.record()["values"]
     assert (v["paper_n_claims"], v["paper_n_not_comparable"], v["paper_n_reproduced"]) == (5, 5, 0)
@@ -563,16 +566,16 @@ def test_measurable_claims_are_the_full_rows_of_the_complete_configurations():
     assert ev.fig3_measurable_claims({}, 1000) == []
     nope = {c: res3[c] for c in ["full|none", "causal|none"]}
     got = ev.fig3_measurable_claims(nope, 1000, judge_learning=True)
-    assert [r["name"] for r in got] == ["causal-nope-early", "causal-nope-first", "causal-nope-not-last"]
-    assert got == [r for r in full if r["name"] in {g["name"] for g in got}]
+    assert [r.name for r in got] == ["causal-nope-early", "causal-nope-first", "causal-nope-not-last"]
+    assert got == [r for r in full if r.name in {g.name for g in got}]
     only_causal = ev.fig3_measurable_claims({"causal|none": res3["causal|none"]}, 1000)
-    assert [r["name"] for r in only_causal] == ["causal-nope-first", "causal-nope-not-last"]
+    assert [r.name for r in only_causal] == ["causal-nope-first", "causal-nope-not-last"]
     res4 = {f"{w}|{c}": res3[c] for w in ["first", "middle", "last"] for c in cfgs}
     assert ev.fig4_measurable_claims(res4, 1000) == ev.fig4_claims(res4, 1000)
     sin = {k: v for k, v in res4.items() if k.endswith("|sin")}
-    assert [r["name"] for r in ev.fig4_measurable_claims(sin, 1000)] == [
+    assert [r.name for r in ev.fig4_measurable_claims(sin, 1000)] == [
         f"{w}-{m}-sin" for w in ["first", "middle", "last"] for m in ["full", "causal"]]
-    assert [r["name"] for r in ev.fig4_measurable_claims(sin, 1000, ("middle",))] == ["middle-full-sin",
+    assert [r.name for r in ev.fig4_measurable_claims(sin, 1000, ("middle",))] == ["middle-full-sin",
                                                                                       "middle-causal-sin"]
 
 
