@@ -280,6 +280,14 @@ def test_u_statistic_and_claim():
     units = [{"sweep_accuracy": sweep[0].tolist()}] * 3
     row = ev.u_claim("u", "a U", units, n_sweep=2000)
     assert row.verdict == "reproduced" and abs(row.se - (0.5 / (2000 * 2 // 3)) ** 0.5) < 1e-12
+    res = {"first|causal|none": units, "last|full|rope": [{"sweep_accuracy": sweep[1].tolist()}] * 3}
+    claims = ev.u_claims(res, 2000, ("first", "last"))               # missing labels are skipped
+    assert list(claims) == [("first", "causal|none"), ("last", "full|rope")]
+    assert claims[("first", "causal|none")] == dataclasses.replace(row, name="u-first-causal|none", claim="U present")
+    table = ev.u_frame(claims).data
+    assert list(table["network"]) == ["causal, No PE", "no mask, RoPE"]
+    assert list(table["U present?"]) == ["reproduced", "contradicted"]
+    assert abs(table["U depth"][1] + 0.2) < 1e-6
 
 
 def test_fig6_claims_skip_missing_labels():
