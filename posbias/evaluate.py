@@ -23,7 +23,8 @@ __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies",
            "fig3_claims",
            "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS",
            "complete_depths", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve",
-           "fig3_measurable_claims", "fig4_measurable_claims", "Coverage", "Claim", "u_claims", "u_frame"]
+           "fig3_measurable_claims", "fig4_measurable_claims", "Coverage", "Claim", "u_claims", "u_frame",
+           "ExcessPeak", "excess_peaks"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -977,6 +978,26 @@ def check_attention_records(units: list[dict], mask: torch.Tensor, *, prefix: st
     gap = float((sink_alpha(maps, mask) - stack(units, "sink_alpha")).abs().max())
     report.check(f"{prefix}alpha-recomputed", "stored alpha_k (mean over sequences) equals alpha_k of the mean "
                  "attention map", value=gap, expected="< 1e-5", passed=gap < 1e-5)
+
+
+@dataclass
+class ExcessPeak:
+    """Where one mask's networks put their attention (:func:`excess_peaks`): the first token's
+    excess over uniform attention (mean over runs), the key (1-based, the last excluded) with the
+    largest mean excess, and whether that key is a label token (``x1 l1 x2 l2 ...``: even keys)."""
+    first: float
+    top_key: int
+    top_is_label: bool
+
+
+def excess_peaks(excess: dict[str, torch.Tensor]) -> dict[str, ExcessPeak]:
+    """:class:`ExcessPeak` of each label of ``excess`` (:func:`sink_excess`, ``(seeds, T)``)."""
+    out = {}
+    for label, e in excess.items():
+        m = torch.as_tensor(e, dtype=torch.float64).mean(0)
+        top = int(m[:m.shape[0] - 1].argmax()) + 1
+        out[label] = ExcessPeak(float(m[0]), top, top % 2 == 0)
+    return out
 
 
 def fig6_mask(label: str, T: int) -> torch.Tensor:

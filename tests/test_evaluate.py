@@ -591,3 +591,13 @@ def test_fig3_names_label_exactly_the_trained_configurations():
     from posbias.training.campaigns import FIG3_CONFIGS
 
     assert list(ev.FIG3_NAMES) == [f"{m}|{p}" for m, p in FIG3_CONFIGS]
+
+
+def test_excess_peaks_find_the_first_token_and_the_top_key():
+    e = torch.zeros(2, 17, dtype=torch.float64)
+    e[:, 0], e[:, 3], e[:, 16] = -0.1, 0.2, 9.0          # key 4 (a label) tops; the last key is excluded
+    e[1, 6] = 0.3                                         # key 7 (an item) tops in one run, not on average
+    peak = ev.excess_peaks({"causal": e})["causal"]
+    assert peak == ev.ExcessPeak(first=-0.1, top_key=4, top_is_label=True)
+    e[:, 6] = 0.5
+    assert ev.excess_peaks({"w": e})["w"] == ev.ExcessPeak(-0.1, 7, False)
