@@ -101,7 +101,7 @@ def _members(raw: str) -> int | str:
         n = 0
     if n < 1:
         raise ParamError(f"--max-members {raw}: give a number of units of at least 1, or auto (default: 64 in one "
-                         "process, else small enough that every worker gets an ensemble)")
+                         "process, else the size that finishes soonest with every worker busy)")
     return n
 
 
@@ -284,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
                         "cache unchanged and the checkpoints of unfinished ensembles to data/checkpoints, so a "
                         "fresh clone continues the campaign where it stopped (maintainers)")
     p.add_argument("--max-members", default="auto", metavar="N|auto",
-                   help="train at most N units in one ensemble (default auto: 64 in one process, else small enough "
-                        "that every worker gets an ensemble). An ensemble already started keeps its units, except "
+                   help="train at most N units in one ensemble (default auto: 64 in one process, else the size "
+                        "that finishes soonest with every worker busy, e.g. six parts of 5 for three groups of 10 "
+                        "on 2 workers). An ensemble already started keeps its units, except "
                         "that a smaller N splits it, each part resuming exactly from the larger checkpoint")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workers", default=None, metavar="N|auto",

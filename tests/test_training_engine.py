@@ -190,6 +190,11 @@ def test_auto_members_gives_every_worker_a_part():
         parts = ensembles(units, n)
         assert len(parts) >= min(workers, len(units)) and sum(map(len, parts)) == len(units)
         assert workers == 1 and n == 64 or max(map(len, parts)) <= -(-len(units) // min(workers, len(units)))
+    fig3 = [u for us in train.campaign_units("wu-fig-3", **train.PROFILES["smoke"] | {"seeds": [0, 1, 2, 3, 4]}
+                                             ).values() for u in us]       # 3 PEs x 10 units
+    assert auto_members(fig3, 2) == 5 and len(ensembles(fig3, 5)) == 6       # 3 rounds of 5, not 2 of 10
+    assert auto_members(fig3, 3) == 10 and auto_members(fig3, 6) == 5
+    assert auto_members(units[:6], 2) == 3                                   # 3 + 3
 
 
 def test_guard_refuses_a_held_lock_and_tolerates_no_flock(tmp_path, monkeypatch):

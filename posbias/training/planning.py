@@ -53,19 +53,21 @@ def plan(missing: list[Unit], max_members: int | str, workers: int = 1
 
 
 def auto_members(missing: list[Unit], workers: int, cap: int = 64) -> int:
-    """``--max-members auto``: an ensemble size that gives each of ``workers`` a part when the units
-    are cut by group key, as few parts as that takes, as even as they come (at most ``cap``). With
-    one worker: ``cap``."""
+    """``--max-members auto``: the ensemble size (at most ``cap``) that should finish soonest when the
+    units are cut by group key into parts of at most that size and ``workers`` parts train at a
+    time: the fewest rounds (``ceil(parts / workers)``) times the largest part, and of the sizes that
+    tie, the largest (an ensemble trains more networks per second than its members one by one).
+    Every worker gets a part where there are units enough: 6 units on 2 workers train in 3 + 3, and
+    three groups of 10 on 2 workers in six parts of 5 (3 rounds of 5 units, not 2 rounds of 10).
+    With one worker: ``cap``."""
     groups: dict[tuple, int] = {}
     for u in missing:
         groups[u.group_key()] = groups.get(u.group_key(), 0) + 1
     if workers <= 1 or not groups:
         return cap
-    def parts(n: int) -> int:
-        return sum(math.ceil(c / n) for c in groups.values())
-    n = cap
-    while n > 1 and parts(n) < workers:
-        n -= 1
-    while n > 1 and parts(n - 1) == parts(n):     # as many parts, evened out: 6 units on 2 workers in 3 + 3
-        n -= 1
-    return n
+    largest = max(groups.values())
+
+    def finish(n: int) -> tuple[int, int]:
+        parts = sum(math.ceil(c / n) for c in groups.values())
+        return math.ceil(parts / workers) * n, -n
+    return min(range(1, min(cap, largest) + 1), key=finish)
