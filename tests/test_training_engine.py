@@ -235,3 +235,17 @@ def test_without_dashboard_a_second_cluster_neither_takes_nor_warns_about_port_8
     finally:
         holder.close()
     assert not [w for w in caught if "8787" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_fingerprint_describes_the_code_loaded_not_files_edited_since(tmp_path, monkeypatch):
+    """A campaign's workers load posbias once; editing the checkout afterwards must not make them
+    refuse the driver's next task (the Figure 3 campaign stopped that way), while the files as they
+    are now do differ."""
+    loaded = eng.fingerprint()
+    root = tmp_path / "posbias"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(eng, "__file__", str(root / "training" / "engine.py"))
+    now = dict(eng._read_fingerprint())            # what the files would say, read again
+    assert now["posbias_sources"] != loaded["posbias_sources"]
+    assert eng.fingerprint() == loaded and eng.fingerprint() is not eng.fingerprint()   # a copy each time

@@ -56,15 +56,25 @@ class VersionMismatch(RuntimeError):
 
 def fingerprint() -> dict[str, str]:
     """What must agree between the driver and every worker for results to be identical: the hash
-    of the ``posbias`` sources, and the Python, torch and numpy versions."""
+    of the ``posbias`` sources, and the Python, torch and numpy versions. Computed once per process,
+    as this module is imported: it describes the code the process runs, so editing the checkout
+    while a campaign runs does not make its long-lived workers look different from its driver
+    (a fresh worker started after the edit does, and is refused)."""
+    return dict(_LOADED)
+
+
+def _read_fingerprint() -> tuple[tuple[str, str], ...]:
     import numpy
 
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent.parent
     for f in sorted(root.rglob("*.py")):
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
-    return {"posbias_sources": h.hexdigest()[:16], "python": sys.version.split()[0],
-            "torch": torch.__version__, "numpy": numpy.__version__}
+    return (("posbias_sources", h.hexdigest()[:16]), ("python", sys.version.split()[0]),
+            ("torch", torch.__version__), ("numpy", numpy.__version__))
+
+
+_LOADED = _read_fingerprint()
 
 
 def _mismatch(theirs: dict[str, str], ours: dict[str, str]) -> str:
