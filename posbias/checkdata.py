@@ -15,7 +15,6 @@ Exit status 0 when every hash verifies and every recomputed record agrees, else 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib
 import json
 import math
@@ -50,21 +49,10 @@ def wu_unit_record(params: dict[str, Any]) -> dict[str, Any]:
     parameters and must give them back exactly (``Unit.params``), else it cannot be recomputed.
     """
     from . import train
-    from .model import MemberConfig
-
-    cfg = MemberConfig(**{f.name: params[f.name] for f in dataclasses.fields(MemberConfig)})
-    kw: dict[str, Any] = {}
-    for f in dataclasses.fields(train.Unit):
-        if f.name == "config":
-            kw[f.name] = cfg
-        elif f.name == "target_slots":
-            kw[f.name] = None if params[f.name] is None else tuple(params[f.name])
-        else:
-            kw[f.name] = params[f.name]
-    unit = train.Unit(**kw)
-    if unit.params() != params:
-        raise ValueError("the stored parameters do not round-trip through train.Unit "
-                         "(a field or the fixed test seed changed): this record cannot be recomputed")
+    try:
+        unit = train.Unit.from_params(params)
+    except ValueError as e:
+        raise ValueError(f"{e}: this record cannot be recomputed") from None
     return train.train_units([unit], progress=False)[0]
 
 

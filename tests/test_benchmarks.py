@@ -39,6 +39,19 @@ def test_throughput_benchmark_runs_and_writes_its_report(tmp_path):
     assert rep["argv"][:2] == ["--depths", "2"] and prov["wall_seconds"] > 0 and "commit" in prov["git"] and prov["cpu"]
 
 
+def test_denormals_benchmark_times_both_ways_and_compares_the_states(tmp_path):
+    out = tmp_path / "denormals.json"
+    ckpt = Path(__file__).parent / "data" / "rope-step-35729.pt"
+    proc = subprocess.run([sys.executable, str(BENCH / "denormals.py"), str(ckpt), "--steps", "3", "--rounds", "1",
+                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.read_text())
+    assert rep["from_step"] == 35729 and rep["identical"] is True and rep["speedup"] > 0
+    assert len(rep["off_step_s"]) == len(rep["on_step_s"]) == 1
+    assert rep["subnormal_entries"]["adam_state"][0] > 0 and rep["provenance"]["wall_seconds"] > 0
+    assert "identical both ways" in proc.stdout
+
+
 def test_campaign_throughput_benchmark_runs_the_three_modes(tmp_path):
     out = tmp_path / "campaign.json"
     proc = subprocess.run([sys.executable, str(BENCH / "campaign_throughput.py"), "--steps", "2", "--seeds", "1",

@@ -607,3 +607,99 @@ def test_progress_text_names_each_unfinished_ensemble():
     assert train.progress_text(st, train.fig2_name) == ("depth 6, No PE and decay (10 units) at step 84,858; "
                                                          "depth 6, RoPE (5 units) not started")
     assert train.progress_text(train.CampaignStatus(45, 45, [])) == "nothing, the campaign is complete"
+
+
+def _subnormal() -> torch.Tensor:
+    return torch.tensor(1e-30) * torch.tensor(1e-10)        # 1e-40, below 2^-126: a subnormal float
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="x86's FTZ/DAZ flags")
+def test_flushed_denormals_flushes_inside_the_block_only_and_can_be_turned_off(monkeypatch):
+    assert _subnormal() > 0
+    monkeypatch.delenv("POSBIAS_FLUSH_DENORMAL", raising=False)
+    with train.flushed_denormals() as on:
+        assert on and _subnormal() == 0
+    assert _subnormal() > 0                               # off again after training
+    monkeypatch.setenv("POSBIAS_FLUSH_DENORMAL", "0")
+    with train.flushed_denormals() as on:
+        assert not on and _subnormal() > 0
+
+
+def _count_subnormals(fn) -> int:
+    """Subnormal entries in the outputs of every aten op ``fn()`` runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = [0]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else [out]:
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    a = t.abs()
+                    seen[0] += int(((a > 0) & (a < torch.finfo(t.dtype).tiny)).sum())
+            return out
+
+    with Count():
+        fn()
+    return seen[0]
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="x86's FTZ/DAZ flags")
+def test_flushing_subnormals_leaves_training_bit_identical(monkeypatch):
+    """tests/data/rope-step-35729.pt is one network of Figure 3's paper campaign (no mask, RoPE, seed
+    0) at step 35,729 of 100,000, cut from the ensemble's checkpoint: late in training its backward
+    pass makes subnormal numbers (asserted). Ten steps from it with flushing on and off end in the
+    same weights and losses, to the last bit; AdamW's moments differ only where one of them is
+    subnormal (flushed to 0 on one side), the entries that cannot move a weight."""
+    torch.set_num_threads(1)
+    path = __import__("pathlib").Path(__file__).parent / "data" / "rope-step-35729.pt"
+    st = ck.load(path, None, torch.device("cpu"), ck.quiet)
+    u = train.Unit.from_params(st["units"][0])
+    out = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("POSBIAS_FLUSH_DENORMAL", flag)
+        run = loop._Ensemble([u], torch.device("cpu"))
+        run.resume(ck.load(path, [u], torch.device("cpu"), ck.quiet), path, ck.quiet)
+        with train.flushed_denormals() as on:
+            assert on == (flag == "1")
+            if not on:
+                assert _count_subnormals(lambda: run.step(run.start, False)) > 1000
+            for i in range(int(not on), 10):
+                run.step(run.start + i, False)
+        moments = [v for s in run.opt.state.values() for v in s.values() if torch.is_tensor(v) and v.dim()]
+        out[flag] = (list(run.net.state_dict().values()), moments, run.loss_acc)
+    assert len(out["0"][0]) == len(out["1"][0]) > 0 and len(out["0"][1]) == len(out["1"][1]) > 0
+    assert all(torch.equal(a, b) for a, b in zip(out["0"][0], out["1"][0]))
+    assert torch.equal(out["0"][2], out["1"][2]) and float(out["0"][2].sum()) > 0
+    tiny = torch.finfo(torch.float32).tiny
+    differ = 0
+    for a, b in zip(out["0"][1], out["1"][1]):
+        d = a != b
+        differ += int(d.sum())
+        assert bool(((a[d].abs() < tiny) & (b[d].abs() < tiny)).all())     # both below 2^-126 there
+    assert differ > 0                # the moments did hold subnormals, so the comparison above tested something
+
+
+def test_unit_from_params_round_trips_and_refuses_what_does_not():
+    u = _unit(seed=3, pe="rope", residual=True)
+    assert train.Unit.from_params(u.params()) == u
+    with pytest.raises(ValueError, match="round-trip"):
+        train.Unit.from_params({**u.params(), "test_seed": 1})
+
+
+def test_sittings_record_whether_subnormals_were_flushed(tmp_path, monkeypatch):
+    from posbias import store
+
+    monkeypatch.setattr(store, "CACHE_DIR_ENV_DEFAULT", None, raising=False)
+    st = {}
+    orig = ck.save
+
+    def keep(path, obj):
+        st.update(obj)
+        orig(path, obj)
+
+    monkeypatch.setattr(ck, "save", keep)
+    train.train_units([_unit(steps=2)], checkpoint_dir=tmp_path, progress=False, log=lambda s: None)
+    assert st["sittings"][-1]["flush_denormal"] in (True, False)
+    assert st["sittings"][-1]["flush_denormal"] == (__import__("platform").machine() in ("x86_64", "AMD64"))

@@ -2,6 +2,7 @@
 threads it trains with, and the fixed test sets every unit is measured on."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -66,6 +67,25 @@ class Unit:
                 "seed": self.seed, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
                 "weight_decay": self.weight_decay, "eval_every": self.eval_every, "n_test": self.n_test,
                 "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": TEST_SEED}
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "Unit":
+        """The unit whose :meth:`params` are ``params`` (a stored record's, a checkpoint's). Raises
+        ValueError when they do not round-trip (a field or the fixed test seed changed since)."""
+        cfg = MemberConfig(**{f.name: params[f.name] for f in dataclasses.fields(MemberConfig)})
+        kw: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "config":
+                kw[f.name] = cfg
+            elif f.name == "target_slots":
+                kw[f.name] = None if params[f.name] is None else tuple(params[f.name])
+            else:
+                kw[f.name] = params[f.name]
+        unit = cls(**kw)
+        if unit.params() != params:
+            raise ValueError("the stored parameters do not round-trip through Unit (a field or the fixed "
+                             "test seed changed)")
+        return unit
 
     def shape_key(self) -> tuple:
         """Units with equal keys can share one ensemble."""
