@@ -117,6 +117,14 @@ def _workers(raw: str | None) -> int | str | None:
     return n
 
 
+def _local_workers(args: argparse.Namespace) -> int:
+    """How many ensembles ``--workers`` trains at a time (``auto``: as ``Engine.local`` counts); 1 in
+    one process, and for a remote cluster, whose size the status does not ask."""
+    if args.workers == "auto":
+        return max(1, len(os.sched_getaffinity(0)) // (args.threads or 1))
+    return args.workers or 1
+
+
 def _engine(args: argparse.Namespace):
     """The Dask engine the campaign's flags ask for, or None (one process)."""
     from .training import Engine
@@ -172,7 +180,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     head = f"{chapter.id} ({args.profile} profile)"
     if args.status:
         print(f"{head}: " + training.format_status(
-            training.campaign_status(experiment, profile, max_members=members, **settings)))
+            training.campaign_status(experiment, profile, max_members=members, workers=_local_workers(args),
+                                     **settings)))
         if args.scheduler or args.scheduler_file:
             from .training.engine import workers_status
             engine = _engine(args)
@@ -276,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the chapter's profile (default paper: campaigns are for long runs)")
     p.add_argument("--status", action="store_true",
                    help="train nothing: say how many units are stored and how far each unfinished ensemble has got "
-                        "(from its checkpoint), with its pace and the time to go")
+                        "(from its checkpoint), with its pace and the time to go; with --workers N the ensembles not "
+                        "started yet are split as N workers would train them")
     p.add_argument("--no-train", action="store_true",
                    help="train nothing: store the finished units and count the missing ones")
     p.add_argument("--write-data", action="store_true",

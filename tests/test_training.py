@@ -301,6 +301,11 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     st = status()
     assert (st.units, st.stored) == (6, 0) and list(tmp_path.iterdir()) == []      # nothing created
     assert sorted((r.pe, r.members, r.step) for r in st.ensembles) == [("none", 4, None), ("rope", 2, None)]
+    # Figure 3's three PE groups of 4: one process trains 3 ensembles of 4, two workers 6 of 2 (3 rounds)
+    f3 = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
+    for workers, sizes in ((1, [4, 4, 4]), (2, [2] * 6)):
+        got = train.campaign_status("wu-fig-3", "smoke", workers=workers, **f3).ensembles
+        assert [r.members for r in got] == sizes and {r.pe for r in got} == {"none", "sin", "rope"}
     # an ensemble stopped by SIGTERM during its third step: the checkpoint says how far it got
     rope_units = train.campaign_units("wu-fig-2", **{**train.PROFILES["smoke"], **kw})["RoPE|2"]
     (part,) = planning.ensembles(rope_units, 64)

@@ -45,12 +45,13 @@ class CampaignStatus:
 
 
 def campaign_status(experiment: str, profile: str = "paper", *, max_members: int | str = "auto",
-                    **overrides: Any) -> CampaignStatus:
-    """Where a campaign stands. Same arguments as :func:`~.engine.run_campaign`."""
+                    workers: int = 1, **overrides: Any) -> CampaignStatus:
+    """Where a campaign stands. Same arguments as :func:`~.engine.run_campaign`; ``workers`` is how
+    many train at a time, which ``max_members="auto"`` sizes the ensembles not yet started for."""
     units = distinct(units_of(experiment, profile, overrides))
     missing = [u for u in units if not stored(u)]
     rows = []
-    parts, found = plan(missing, max_members)
+    parts, found = plan(missing, max_members, workers)
     for part in parts:
         src = ck.source(part, found)
         u = part[0]
