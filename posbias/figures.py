@@ -278,6 +278,33 @@ def sink_panels_figure(values: dict[str, Any], windows: list[int], prefixes: lis
     return fig
 
 
+def sink_comparison_figure(toy: dict[str, Any], real: dict[str, Any], table: Any) -> matplotlib.figure.Figure:
+    """Toy networks beside a real decoder on one sink metric. Left: the sink rate against the relative
+    position ``(k - 1) / (n - 2)`` of keys ``1..n-1`` (the last key, the query itself, left out), one
+    line per curve of ``toy`` (marked) and of ``real`` (plain), each ``label -> (n,)`` rates. Right:
+    one bar per row of ``table`` (a DataFrame with columns ``network``, ``rate at the sink`` and
+    ``max elsewhere``): the rate at the sink position beside the largest rate elsewhere."""
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1.2, 1]})
+    for (label, rate), style in zip(toy.items(), ("o-", "s--", "^-.", "d:")):
+        r = np.asarray(rate, dtype=float)[:-1]
+        axes[0].plot(np.arange(len(r)) / max(len(r) - 1, 1), r, style, label=label)
+    for (label, rate), style in zip(real.items(), ("-", ":", "--", "-.")):
+        r = np.asarray(rate, dtype=float)[:-1]
+        axes[0].plot(np.arange(len(r)) / max(len(r) - 1, 1), r, style, label=label)
+    axes[0].set(xlabel="(k - 1) / (n - 2)", ylabel="sink rate", ylim=(-0.02, 1.02))
+    axes[0].legend(fontsize=7)
+    y = np.arange(len(table))
+    axes[1].barh(y, table["rate at the sink"], color="C0", label="at the sink")
+    axes[1].barh(y, table["max elsewhere"], color="C3", alpha=0.6, height=0.4, label="elsewhere")
+    axes[1].set_yticks(y, table["network"], fontsize=7)
+    axes[1].invert_yaxis()
+    axes[1].set(xlim=(0, 1), xlabel="sink rate")
+    axes[1].legend(fontsize=7)
+    return fig
+
+
 def attention_maps_figure(maps: Any, mask: Any, title: str = "") -> matplotlib.figure.Figure:
     """Wu et al.'s Figure 5 layout: one heat map per layer of a mean attention map ``(depth, T, T)``
     (rows: queries, columns: keys), masked entries blank, tokens labelled ``x1 l1 ... x8 l8 xq``."""

@@ -186,6 +186,22 @@ def test_sink_panels_figure_skips_missing_labels():
     plt.close("all")
 
 
+def test_sink_comparison_figure_places_keys_at_relative_positions():
+    import numpy as np
+    import pandas as pd
+
+    toy, real = {"toy": np.linspace(0, 1, 17)}, {"real": np.full(64, 0.5), "rep": np.zeros(64)}
+    table = pd.DataFrame({"network": ["a", "b"], "rate at the sink": [0.9, 0.2], "max elsewhere": [0.1, 0.3]})
+    fig = figures.sink_comparison_figure(toy, real, table)
+    left, right = fig.axes[0], fig.axes[1]
+    assert len(left.lines) == 3
+    x, y = left.lines[0].get_xdata(), left.lines[0].get_ydata()
+    assert len(x) == 16 and x[0] == 0 and x[-1] == 1 and np.allclose(y, np.linspace(0, 1, 17)[:-1])
+    assert len(left.lines[1].get_xdata()) == 63 and left.lines[1].get_xdata()[-1] == 1
+    assert [round(p.get_width(), 2) for p in right.patches] == [0.9, 0.2, 0.1, 0.3]
+    plt.close("all")
+
+
 def test_attention_maps_and_alpha_profile_figures():
     import numpy as np
     import torch
