@@ -284,15 +284,15 @@ def sink_comparison_figure(toy: dict[str, Any], real: dict[str, Any], table: Any
     line per curve of ``toy`` (marked) and of ``real`` (plain), each ``label -> (n,)`` rates. Right:
     one bar per row of ``table`` (a DataFrame with columns ``network``, ``rate at the sink`` and
     ``max elsewhere``): the rate at the sink position beside the largest rate elsewhere."""
+    import itertools
+
     import numpy as np
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1.2, 1]})
-    for (label, rate), style in zip(toy.items(), ("o-", "s--", "^-.", "d:")):
-        r = np.asarray(rate, dtype=float)[:-1]
-        axes[0].plot(np.arange(len(r)) / max(len(r) - 1, 1), r, style, label=label)
-    for (label, rate), style in zip(real.items(), ("-", ":", "--", "-.")):
-        r = np.asarray(rate, dtype=float)[:-1]
-        axes[0].plot(np.arange(len(r)) / max(len(r) - 1, 1), r, style, label=label)
+    for curves, styles in ((toy, ("o-", "s--", "^-.", "d:")), (real, ("-", ":", "--", "-."))):
+        for (label, rate), style in zip(curves.items(), itertools.cycle(styles)):
+            r = np.asarray(rate, dtype=float)[:-1]
+            axes[0].plot(np.arange(len(r)) / max(len(r) - 1, 1), r, style, label=label)
     axes[0].set(xlabel="(k - 1) / (n - 2)", ylabel="sink rate", ylim=(-0.02, 1.02))
     axes[0].legend(fontsize=7)
     y = np.arange(len(table))
