@@ -949,6 +949,22 @@ def fig6_claims(excess: dict[str, torch.Tensor], windows: list[int], prefixes: l
     return rows
 
 
+def at_most_zero_phrase(row: Claim, what: str) -> str:
+    """A sentence reading a claim that a quantity is *at most 0* (``row.sign == -1``, e.g. Figure 3's
+    "causal No PE does not learn the end") from its mean, SE, critical value and verdict: an interval
+    holding 0 agrees with the claim although the verdict rule, which asks for a value below zero
+    beyond the critical value, reads it *inconclusive*. ``what`` names the quantity."""
+    lo, hi = row.mean - row.crit * row.se, row.mean + row.crit * row.se
+    head = f"{what} is {row.mean:+.3f} ± {row.se:.3f}, {abs(row.mean) / row.se:.1f} standard errors from zero: "
+    return head + {
+        "inconclusive": f"its interval at the verdict's critical value, {lo:+.3f} to {hi:+.3f}, holds 0, in "
+                        "agreement with the claim; since the claim is 'at most 0', the verdict rule would "
+                        "call it reproduced only below zero beyond the critical value, so it reads inconclusive.",
+        "reproduced": "below zero beyond the critical value, as claimed.",
+        "contradicted": "above zero beyond the critical value, against the claim.",
+        "not comparable": "some of the networks it reads did not learn the task."}[row.verdict]
+
+
 def expected_false_verdicts(n_claims: int, z: float | None = None, level: float = 0.05) -> float:
     """How many of ``n_claims`` independent claims whose quantity is exactly zero would get a
     decided verdict by chance. The verdicts of :func:`claim` are two-sided tests at ``level``

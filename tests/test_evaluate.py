@@ -601,3 +601,12 @@ def test_excess_peaks_find_the_first_token_and_the_top_key():
     assert peak == ev.ExcessPeak(first=-0.1, top_key=4, top_is_label=True)
     e[:, 6] = 0.5
     assert ev.excess_peaks({"w": e})["w"] == ev.ExcessPeak(-0.1, 7, False)
+
+
+def test_at_most_zero_phrase_reads_the_interval_and_the_verdict():
+    row = ev.Claim("c", "x <= 0", 0.004, 0.009, "inconclusive", -1, 5, 2.78, 0.69)
+    text = ev.at_most_zero_phrase(row, "The gap")
+    assert text.startswith("The gap is +0.004 ± 0.009, 0.4 standard errors from zero")
+    assert "-0.021 to +0.029, holds 0" in text and "reads inconclusive" in text
+    assert "against the claim" in ev.at_most_zero_phrase(
+        ev.Claim("c", "x <= 0", 0.1, 0.01, "contradicted", -1, 5, 2.78, 0.0), "The gap")
