@@ -614,6 +614,25 @@ def test_progress_text_names_each_unfinished_ensemble():
     assert train.progress_text(train.CampaignStatus(45, 45, [])) == "nothing, the campaign is complete"
 
 
+def test_progress_text_counts_units_not_started_whatever_the_workers_plan(monkeypatch, tmp_path):
+    """Parts not started are summed per architecture (masks in the campaign's order), so the phrase is
+    the same for one worker (one part of 30) and for two (two parts of 15, masks listed either way)."""
+    E = train.EnsembleStatus
+    started = E(2, "full/causal", "none", 15, 100_000, step=13_708)
+    one = train.CampaignStatus(90, 0, [started, E(2, "full/causal", "rope", 30, 100_000),
+                                       E(2, "causal/full", "none", 15, 100_000)])
+    two = train.CampaignStatus(90, 0, [started, E(2, "full/causal", "rope", 15, 100_000),
+                                       E(2, "causal/full", "none", 15, 100_000),
+                                       E(2, "causal/full", "rope", 15, 100_000)])
+    want = ("depth 2, full none PE and causal none PE (15 units) at step 13,708; "
+            "depth 2, full rope PE and causal rope PE (30 units) not started; "
+            "depth 2, full none PE and causal none PE (15 units) not started")
+    assert train.progress_text(one) == train.progress_text(two) == want
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))       # the committed data and checkpoints only
+    assert train.progress_text(train.campaign_status("wu-fig-4", "paper", workers=1)) == \
+        train.progress_text(train.campaign_status("wu-fig-4", "paper", workers=2))
+
+
 def _subnormal() -> torch.Tensor:
     return torch.tensor(1e-30) * torch.tensor(1e-10)        # 1e-40, below 2^-126: a subnormal float
 
@@ -664,8 +683,8 @@ def test_flushing_subnormals_leaves_training_bit_identical(monkeypatch):
     out = {}
     for flag in ("0", "1"):
         monkeypatch.setenv("POSBIAS_FLUSH_DENORMAL", flag)
-        run = loop._Ensemble([u], torch.device("cpu"))
-        run.resume(ck.load(path, [u], torch.device("cpu"), ck.quiet), path, ck.quiet)
+        run = train.Ensemble.from_checkpoint(path)
+        assert run.units == [u] and run.start == 35_729
         with train.flushed_denormals() as on:
             assert on == (flag == "1")
             if not on:
@@ -684,6 +703,30 @@ def test_flushing_subnormals_leaves_training_bit_identical(monkeypatch):
         differ += int(d.sum())
         assert bool(((a[d].abs() < tiny) & (b[d].abs() < tiny)).all())     # both below 2^-126 there
     assert differ > 0                # the moments did hold subnormals, so the comparison above tested something
+
+
+def test_ensemble_from_checkpoint_reads_a_file_or_a_checkpoint_committed_in_parts(tmp_path, monkeypatch):
+    """The same ensemble from the checkpoint file, from its parts (named by a part or by the whole's
+    name), and nothing from a file that is no checkpoint (a clear error)."""
+    from posbias import store
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")
+    monkeypatch.setattr(store, "DATA", data)
+    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
+    monkeypatch.setattr(parking, "PART_BYTES", 200_000)
+    path = __import__("pathlib").Path(__file__).parent / "data" / "rope-step-35729.pt"
+    target = parking.parked_path("wu-units", {"units": "rope-step-35729"})
+    parts = parking.park(target, lambda f: f.write(path.read_bytes()))
+    assert len(parts) > 1
+    runs = [train.Ensemble.from_checkpoint(p) for p in (path, parts[-1], target)]
+    assert {r.start for r in runs} == {35_729} and all(r.units == runs[0].units for r in runs)
+    for r in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0].net.state_dict().values(), r.net.state_dict().values()))
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="junk.pt: not a readable training checkpoint"):
+        train.Ensemble.from_checkpoint(tmp_path / "junk.pt")
 
 
 def test_unit_from_params_round_trips_and_refuses_what_does_not():

@@ -131,10 +131,21 @@ def training_time(results: list[dict[str, Any]]) -> TrainingTime:
 
 
 def progress_text(status: CampaignStatus, name: Callable[[str, str], str] | None = None) -> str:
-    """One phrase for a chapter: each unfinished ensemble's depth, architectures (``name(mask, pe)``,
-    by default ``mask PE``) and step, or that the campaign is complete."""
+    """One phrase for a chapter: each started ensemble's depth, architectures (``name(mask, pe)``, by
+    default ``mask PE``) and step, then the units not started, summed per architecture, or that the
+    campaign is complete. Units not started are counted, not planned: how a campaign will cut them
+    into ensembles depends on its workers (``--workers``), which a chapter cannot know."""
     name = name or (lambda mask, pe: f"{mask} {pe} PE")
-    rows = [f"depth {r.depth}, " + " and ".join(name(m, r.pe) for m in r.masks.split("/"))
-            + f" ({r.members} units) " + ("not started" if r.step is None else f"at step {r.step:,}")
-            for r in status.ensembles]
+    order = list(dict.fromkeys(m for r in status.ensembles for m in r.masks.split("/")))
+
+    def arch(r: EnsembleStatus) -> str:
+        masks = sorted(set(r.masks.split("/")), key=order.index)
+        return f"depth {r.depth}, " + " and ".join(name(m, r.pe) for m in masks)
+
+    rows = [f"{arch(r)} ({r.members} units) at step {r.step:,}" for r in status.ensembles if r.step is not None]
+    waiting: dict[str, int] = {}
+    for r in status.ensembles:
+        if r.step is None:
+            waiting[arch(r)] = waiting.get(arch(r), 0) + r.members
+    rows += [f"{a} ({n} units) not started" for a, n in waiting.items()]
     return "; ".join(rows) or "nothing, the campaign is complete"
