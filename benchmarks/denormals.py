@@ -1,12 +1,13 @@
 """Subnormal floats: training steps of a checkpointed ensemble with and without flushing them.
 
-Loads a training checkpoint (a running campaign's ``state.pt`` in the user cache, or a parked part in
-``data/checkpoints``), counts the subnormal numbers in its weights and Adam state, then trains
-``--steps`` steps from it with :func:`posbias.train.flushed_denormals` on and off, alternating the
-order over ``--rounds`` rounds in this one process, and reports the time per step of each, their
-ratio, and whether the two runs end with the same weights and curves, bit for bit (AdamW's moments
-may differ, only in entries that are subnormal on one side and 0 on the other: also checked).
-Late in training the sinusoidal and RoPE networks produce subnormals; a fresh network does not.
+Loads a training checkpoint (a running campaign's ``state.pt`` in the user cache, or a checkpoint
+committed in parts to ``data/checkpoints``, named by one of its parts), counts the subnormal numbers
+in its weights and Adam state, then trains ``--steps`` steps from it with
+:func:`posbias.train.flushed_denormals` on and off, alternating the order over ``--rounds`` rounds
+in this one process, and reports the time per step of each, their ratio, and whether the two runs
+end with the same weights and curves, bit for bit (AdamW's moments may differ, only in entries that
+are subnormal on one side and 0 on the other: also checked). Late in training the sinusoidal and
+RoPE networks produce subnormals; a fresh network does not.
 
     python benchmarks/denormals.py CHECKPOINT [--steps 200] [--rounds 2] [--json out.json]
 """
@@ -26,9 +27,7 @@ import torch
 
 from posbias.provenance import collect, git_state, now_iso
 from posbias.store import atomic_write_text
-from posbias.training import checkpoints as ck
-from posbias.training.loop import _Ensemble, flushed_denormals, tune_allocator
-from posbias.training.units import Unit
+from posbias.training.loop import Ensemble, flushed_denormals, tune_allocator
 
 
 def subnormals(tensors: list[torch.Tensor]) -> tuple[int, int]:
@@ -42,7 +41,7 @@ def subnormals(tensors: list[torch.Tensor]) -> tuple[int, int]:
     return s, n
 
 
-def digest(run: _Ensemble) -> str:
+def digest(run: Ensemble) -> str:
     """SHA-256 of the weights, the curves and AdamW's moments with their subnormal entries set to 0."""
     h = hashlib.sha256()
     for t in run.net.state_dict().values():
@@ -56,11 +55,10 @@ def digest(run: _Ensemble) -> str:
     return h.hexdigest()
 
 
-def steps_from(path: Path, units: list[Unit], steps: int, flush: bool) -> tuple[float, str]:
+def steps_from(path: Path, steps: int, flush: bool) -> tuple[float, str]:
     """Seconds per step of ``steps`` steps from the checkpoint, and the digest of the state after."""
     os.environ["POSBIAS_FLUSH_DENORMAL"] = "1" if flush else "0"
-    run = _Ensemble(units, torch.device("cpu"))
-    run.resume(ck.load(path, units, torch.device("cpu"), ck.quiet), path, ck.quiet)
+    run = Ensemble.from_checkpoint(path)
     with flushed_denormals() as on:
         assert on == flush, "this CPU cannot flush subnormals"
         t = time.perf_counter()
@@ -80,21 +78,21 @@ def main() -> None:
     started, t_start, code = now_iso(), time.perf_counter(), git_state()
     torch.set_num_threads(1)
     tune_allocator()
-    st = ck.load(a.checkpoint, None, torch.device("cpu"), print)
-    if st is None:
-        sys.exit(f"{a.checkpoint}: not a readable training checkpoint")
-    units = [Unit.from_params(p) for p in st["units"]]
-    u0 = units[0]
-    opt = [v for s in st["opt"]["state"].values() for v in s.values() if torch.is_tensor(v)]
-    counts = {"weights": subnormals(list(st["net"].values())), "adam_state": subnormals(opt)}
+    try:
+        run = Ensemble.from_checkpoint(a.checkpoint, log=print)
+    except ValueError as e:
+        sys.exit(str(e))
+    units, u0 = run.units, run.units[0]
+    opt = [v for s in run.opt.state.values() for v in s.values() if torch.is_tensor(v)]
+    counts = {"weights": subnormals(list(run.net.state_dict().values())), "adam_state": subnormals(opt)}
     print(f"{len(units)} units, depth {u0.depth}, {u0.config.mask} mask, {u0.config.pe} PE, at step "
-          f"{st['step']} of {u0.steps}; subnormal entries: weights {counts['weights'][0]} of "
+          f"{run.start} of {u0.steps}; subnormal entries: weights {counts['weights'][0]} of "
           f"{counts['weights'][1]}, Adam state {counts['adam_state'][0]} of {counts['adam_state'][1]}", flush=True)
     times: dict[bool, list[float]] = {False: [], True: []}
     digests: dict[bool, set[str]] = {False: set(), True: set()}
     for r in range(a.rounds):
         for flush in ((False, True) if r % 2 == 0 else (True, False)):
-            dt, d = steps_from(a.checkpoint, units, a.steps, flush)
+            dt, d = steps_from(a.checkpoint, a.steps, flush)
             times[flush].append(dt)
             digests[flush].add(d)
             print(f"round {r}: flush {'on ' if flush else 'off'} {1e3 * dt:6.1f} ms/step", flush=True)
@@ -103,8 +101,9 @@ def main() -> None:
     print(f"{a.steps} steps x {a.rounds} rounds: off {1e3 * plain:.1f} ms/step, on {1e3 * flushed:.1f} ms/step, "
           f"x{plain / flushed:.2f}; state after training identical both ways (moments up to subnormals): {identical}")
     out: dict[str, Any] = {
-        "checkpoint": str(a.checkpoint), "checkpoint_sha256": hashlib.sha256(a.checkpoint.read_bytes()).hexdigest(),
-        "units": [u.params() for u in units], "from_step": st["step"], "steps": a.steps, "rounds": a.rounds,
+        "checkpoint": str(a.checkpoint), "checkpoint_sha256":     # of the file named (a part's)
+        hashlib.sha256(a.checkpoint.read_bytes()).hexdigest() if a.checkpoint.is_file() else None,
+        "units": [u.params() for u in units], "from_step": run.start, "steps": a.steps, "rounds": a.rounds,
         "subnormal_entries": counts, "off_step_s": times[False], "on_step_s": times[True],
         "speedup": plain / flushed, "identical": identical}
     if a.json:

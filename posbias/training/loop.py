@@ -18,7 +18,7 @@ from ..task import TaskConfig, ensemble_batch, make_task
 from . import checkpoints as ck
 from .units import SINK_SEED, Unit, default_threads, device, test_sets
 
-__all__ = ["flushed_denormals", "train_units", "tune_allocator"]
+__all__ = ["Ensemble", "flushed_denormals", "train_units", "tune_allocator"]
 
 # glibc's malloc returns every freed block above a moving threshold to the kernel, so the few-MB
 # activations of each step come back as fresh pages that fault and are zeroed again on every step.
@@ -74,8 +74,12 @@ def flushed_denormals() -> Iterator[bool]:
             torch.set_flush_denormal(False)
 
 
-class _Ensemble:
-    """The state of one ensemble in training: its network, optimizer, tasks, test sets and curves."""
+class Ensemble:
+    """The state of one ensemble in training: its network, optimizer, tasks, test sets and curves.
+
+    :func:`train_units` drives it (checkpoints, signals, progress); a study of training itself (a
+    benchmark, a test) loads one with :meth:`from_checkpoint` and calls :meth:`step` from ``start``.
+    """
 
     def __init__(self, units: list[Unit], dev: torch.device):
         u0, cfg = units[0], TaskConfig()
@@ -90,6 +94,25 @@ class _Ensemble:
         self.start, self.loss_acc, self.n_acc, self.wall = 0, torch.zeros(self.E), 0, 0.0
         self.splits: list[dict[str, Any]] = []      # the larger ensembles it was split from
         self.sittings: list[dict[str, Any]] = []
+
+    @classmethod
+    def from_checkpoint(cls, path: Path, dev: torch.device | None = None, log: ck.Log = ck.quiet) -> "Ensemble":
+        """The ensemble saved in the checkpoint ``path``, resumed exactly on ``dev`` (default the CPU):
+        ``step(start)``, ``step(start + 1)``, ... continue its run. ``path`` is a checkpoint file (a
+        campaign's ``state.pt``) or a checkpoint committed to ``data/checkpoints`` in parts (named by any
+        part, or by ``<key>.pt``; its parts joined and checked against the manifest). Raises
+        ``ValueError`` when ``path`` holds none."""
+        from .. import parking
+
+        dev, path = torch.device("cpu") if dev is None else dev, Path(path).resolve()
+        whole = parking.whole_of(path) or path
+        src = parking.parked_checkpoint(whole) if parking.parked_parts(whole) else path
+        st = ck.load(src, None, dev, log)
+        if st is None:
+            raise ValueError(f"{path}: not a readable training checkpoint")
+        run = cls([Unit.from_params(p) for p in st["units"]], dev)
+        run.resume(st, path, log)
+        return run
 
     def resume(self, st: dict[str, Any], ckpt: Path, log: ck.Log) -> None:
         """Continue from the checkpoint ``st``: weights, optimizer, curves, accumulators, RNG states."""
@@ -169,7 +192,7 @@ class _Ensemble:
         return out
 
 
-def _resume(run: "_Ensemble", ckpt: Path, log: ck.Log, flush: bool) -> Path:
+def _resume(run: "Ensemble", ckpt: Path, log: ck.Log, flush: bool) -> Path:
     """Resume ``run`` from the checkpoint file ``ckpt`` when it holds these units (exactly), and
     record this sitting (``flush``: whether subnormals are flushed); returns ``ckpt``. Temporary files
     a killed save left are removed."""
@@ -207,7 +230,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
     torch.set_num_threads(threads or default_threads())
     tune_allocator()
     with flushed_denormals() as flush:    # faster late in training, results unchanged
-        run, steps = _Ensemble(units, device()), units[0].steps
+        run, steps = Ensemble(units, device()), units[0].steps
         ckpt = None if checkpoint_dir is None else _resume(run, Path(checkpoint_dir) / "state.pt", log, flush)
         bar = None
         if progress:
