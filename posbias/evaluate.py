@@ -699,6 +699,12 @@ FIG3_NAMES = {"full|none": "no mask, No PE", "full|sin": "no mask, sin", "full|r
               "causal|none": "causal, No PE", "causal|sin": "causal, sin", "causal|rope": "causal, RoPE"}
 
 
+def fig3_name(mask: str, pe: str) -> str:
+    """An architecture of Figures 3 and 4 in running prose, e.g. ``no-mask RoPE``, ``causal No PE``
+    (the ``name`` of :func:`posbias.train.progress_text`)."""
+    return FIG3_NAMES[f"{mask}|{pe}"].replace("no mask, ", "no-mask ").replace(", ", " ")
+
+
 def fig3_specs(gap: Callable[[str, str], torch.Tensor], at: Callable[[str, str], torch.Tensor]
                ) -> list[tuple[str, str, list[str], torch.Tensor, int, int]]:
     """The 15 claims of Wu et al.'s Figure 3 (targets at the first or last item, 2 layers, residual).

@@ -588,9 +588,17 @@ def test_measurable_claims_are_the_full_rows_of_the_complete_configurations():
 
 
 def test_fig3_names_label_exactly_the_trained_configurations():
+    from posbias import train
     from posbias.training.campaigns import FIG3_CONFIGS
 
     assert list(ev.FIG3_NAMES) == [f"{m}|{p}" for m, p in FIG3_CONFIGS]
+    assert [ev.fig3_name(m, p) for m, p in FIG3_CONFIGS] == [
+        "no-mask No PE", "no-mask sin", "no-mask RoPE", "causal No PE", "causal sin", "causal RoPE"]
+    st = train.CampaignStatus(30, 0, [train.EnsembleStatus(2, "full/causal", "none", 15, 100_000, step=15_726),
+                                      train.EnsembleStatus(2, "causal/full", "none", 15, 100_000)])
+    assert train.progress_text(st, ev.fig3_name) == ("depth 2, no-mask No PE and causal No PE (15 units) at step "
+                                                     "15,726; depth 2, no-mask No PE and causal No PE (15 units) "
+                                                     "not started")
 
 
 def test_excess_peaks_find_the_first_token_and_the_top_key():
