@@ -117,8 +117,9 @@ class CampaignCost:
     one-thread training: ``units`` it needs, ``stored`` of them; ``hours_trained``, measured (the
     ensembles that trained the stored units, each counted once, and the unfinished ensembles'
     checkpoints); ``hours_to_go``, the unfinished ensembles at their latest measured pace and the
-    ensembles not started at the chapter's ``network_step`` model; ``modelled`` ensembles of
-    ``ensembles`` left whose time comes from the model rather than a measurement."""
+    ensembles not started at the pace per network of the campaign's started ensembles of their depth
+    (``borrowed`` of them; the machine that trains the campaign, as measured), or else at the
+    chapter's ``network_step`` model (``modelled`` of them); ``ensembles`` left in all."""
 
     chapter: str
     units: int
@@ -127,6 +128,7 @@ class CampaignCost:
     hours_to_go: float
     ensembles: int
     modelled: int
+    borrowed: int = 0
 
 
 def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
@@ -141,30 +143,40 @@ def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
     stored = [r for us in training.stored_campaign(experiment, prof, **settings).values() for r in us
               if r is not None]
     trained = training.training_time(stored).seconds if stored else 0.0
-    to_go, modelled = 0.0, 0
+    measured = [e for e in status.ensembles if e.step is not None and e.split_from is None and e.step > 0]
+    per_net: dict[int, list[float]] = {}        # depth -> seconds per network and step, as measured
+    to_go, modelled, borrowed = 0.0, 0, 0
+    for e in measured:
+        pace = e.sitting_pace or (e.wall or 0.0) / e.step
+        trained += e.wall or 0.0
+        to_go += (e.steps - e.step) * pace
+        per_net.setdefault(e.depth, []).append(pace / e.members)
     for e in status.ensembles:
-        if e.step is not None and e.split_from is None and e.step > 0:
-            trained += e.wall or 0.0
-            to_go += (e.steps - e.step) * (e.sitting_pace or (e.wall or 0.0) / e.step)
+        if any(e is m for m in measured):
+            continue
+        if per_net.get(e.depth):
+            step, borrowed = sum(per_net[e.depth]) / len(per_net[e.depth]), borrowed + 1
         else:
-            step = _eval(chapter, "network_step", {**params, "depth": e.depth})
-            to_go += e.members * (e.steps - (e.step or 0)) * step
-            modelled += 1
+            step, modelled = _eval(chapter, "network_step", {**params, "depth": e.depth}), modelled + 1
+        to_go += e.members * (e.steps - (e.step or 0)) * step
     return CampaignCost(chapter.id, status.units, status.stored, trained / 3600, to_go / 3600,
-                        len(status.ensembles), modelled)
+                        len(status.ensembles), modelled, borrowed)
 
 
 def cost_frame(chapters: list[str], profile: str = "paper"):
     """:func:`campaign_cost` of each chapter as a ``pandas.DataFrame``, one row per chapter, with the
     columns a reader needs: chapter, networks committed / needed, hours trained, hours to go, and
-    how the hours to go were found (measured pace, the cost model, or both)."""
+    how the hours to go were found: "measured pace" (each unfinished ensemble's own), "measured pace of
+    each depth" (ensembles not started too, at their depth's), "cost model", or "measured pace and
+    cost model"."""
     import pandas as pd
 
     rows = []
     for ch in chapters:
         c = campaign_cost(ch, profile)
         how = ("-" if not c.ensembles else "cost model" if c.modelled == c.ensembles
-               else "measured pace" if not c.modelled else "measured pace and cost model")
+               else "measured pace and cost model" if c.modelled
+               else "measured pace of each depth" if c.borrowed else "measured pace")
         rows.append({"chapter": c.chapter, "networks": f"{c.stored} of {c.units}",
                      "hours trained": c.hours_trained, "hours to go": c.hours_to_go, "to go from": how})
     return pd.DataFrame(rows)

@@ -96,19 +96,47 @@ def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
 
 def test_campaign_cost_measures_started_ensembles_and_models_the_rest(monkeypatch):
     """An ensemble with a checkpoint counts its wall time as trained and its remaining steps at its
-    latest pace; an ensemble not started is priced by the chapter's network_step model."""
+    latest pace; an ensemble not started, of a depth with no started ensemble, is priced by the
+    chapter's network_step model."""
     from posbias import training
     from posbias.training.status import CampaignStatus, EnsembleStatus
 
     started = EnsembleStatus(2, "window", "none", 15, 100_000, step=40_000, wall=6000.0, sitting_pace=0.2)
-    fresh = EnsembleStatus(2, "prefix", "none", 15, 100_000)
+    fresh = EnsembleStatus(4, "prefix", "none", 15, 100_000)
     monkeypatch.setattr(training, "campaign_status", lambda *a, **k: CampaignStatus(35, 5, [started, fresh]))
     monkeypatch.setattr(training, "stored_campaign", lambda *a, **k: {"x": [None]})
     c = cost.campaign_cost("wu-fig-6")
-    per_step = 0.003 + 0.007 * 2                       # wu-fig-6's front matter, at depth 2
+    per_step = 0.003 + 0.007 * 4                       # wu-fig-6's front matter, at depth 4
     assert c.hours_trained == pytest.approx(6000.0 / 3600)
     assert c.hours_to_go == pytest.approx((60_000 * 0.2 + 15 * 100_000 * per_step) / 3600)
-    assert (c.units, c.stored, c.ensembles, c.modelled) == (35, 5, 2, 1)
+    assert (c.units, c.stored, c.ensembles, c.modelled, c.borrowed) == (35, 5, 2, 1, 0)
+
+
+def test_ensembles_not_started_take_the_measured_pace_of_their_depth(monkeypatch):
+    """Where the campaign has a started ensemble of the same depth, an ensemble not started is priced
+    at its measured pace per network (the machine that trains it), not at the cost model; a depth
+    with no measurement still takes the model."""
+    from posbias import training
+    from posbias.training.status import CampaignStatus, EnsembleStatus
+
+    a = EnsembleStatus(2, "full/causal", "none", 15, 100_000, step=20_000, wall=2600.0, sitting_pace=0.12)
+    b = EnsembleStatus(2, "full/causal", "sin", 15, 100_000, step=20_000, wall=2600.0, sitting_pace=0.15)
+    fresh2 = EnsembleStatus(2, "full/causal", "rope", 30, 100_000)
+    fresh6 = EnsembleStatus(6, "causal", "none", 5, 100_000)
+    monkeypatch.setattr(training, "campaign_status",
+                        lambda *a_, **k: CampaignStatus(90, 0, [a, b, fresh2, fresh6]))
+    monkeypatch.setattr(training, "stored_campaign", lambda *a_, **k: {"x": [None]})
+    c = cost.campaign_cost("wu-fig-4")
+    per_net = (0.12 / 15 + 0.15 / 15) / 2              # the depth-2 ensembles' pace per network and step
+    model6 = 0.003 + 0.007 * 6                          # wu-fig-4's front matter, at depth 6
+    assert c.hours_to_go == pytest.approx((80_000 * (0.12 + 0.15) + 30 * 100_000 * per_net
+                                           + 5 * 100_000 * model6) / 3600)
+    assert (c.ensembles, c.modelled, c.borrowed) == (4, 1, 1)
+    monkeypatch.setattr(training, "campaign_status", lambda *a_, **k: CampaignStatus(90, 0, [a, b, fresh2]))
+    c = cost.campaign_cost("wu-fig-4")
+    assert (c.modelled, c.borrowed) == (0, 1)
+    monkeypatch.setattr(cost, "campaign_cost", lambda ch, profile="paper": c)
+    assert list(cost.cost_frame(["wu-fig-4"])["to go from"]) == ["measured pace of each depth"]
 
 
 def test_cost_frame_has_one_row_per_chapter_with_its_source_of_hours(monkeypatch):
