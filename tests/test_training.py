@@ -729,6 +729,36 @@ def test_ensemble_from_checkpoint_reads_a_file_or_a_checkpoint_committed_in_part
         train.Ensemble.from_checkpoint(tmp_path / "junk.pt")
 
 
+_FLUSH_THREADS = """
+import sys, numpy as np, torch
+from posbias.training.loop import flushed_denormals
+torch.set_num_threads(1)
+x = torch.from_numpy(np.full((1 << 20,), 1e-39, dtype=np.float32))     # subnormal
+def kept():                       # outputs not flushed to zero, of 2^20, half of them on each thread
+    return int(((x * 1.0001) != 0).sum())
+if sys.argv[1] == "pool-first":
+    torch.set_num_threads(2)
+    kept()                        # the second thread exists before the block, not flushing
+with flushed_denormals() as on:
+    torch.set_num_threads(2)
+    inside = kept()               # with "pool-inside", the second thread is made here, flushing
+print(on, inside, kept())
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64")
+                    or __import__("sys").platform != "linux", reason="x86's FTZ/DAZ flags, libgomp on Linux")
+@pytest.mark.parametrize("when", ["pool-first", "pool-inside"])
+def test_flushing_reaches_every_torch_thread_and_ends_with_the_block(when):
+    """With two torch threads, every output of a parallel product of subnormals is flushed inside the
+    block and none after it, whether the thread pool existed before the block (its threads do not
+    inherit the flag) or was made inside it (they would keep it)."""
+    proc = __import__("subprocess").run([__import__("sys").executable, "-c", _FLUSH_THREADS, when],
+                                        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "0", str(1 << 20)]
+
+
 def test_unit_from_params_round_trips_and_refuses_what_does_not():
     u = _unit(seed=3, pe="rope", residual=True)
     assert train.Unit.from_params(u.params()) == u

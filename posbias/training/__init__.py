@@ -28,7 +28,7 @@ from .campaigns import (CHAPTER_CAMPAIGNS, FIG2_PES, FIG3_CONFIGS, PROFILES, cam
                         fig2_name, stored_campaign, store_finished)
 from .checkpoints import Interrupted, checkpoint_interval
 from .engine import Engine, PartBusy, VersionMismatch, run_campaign, run_chapter_campaign, train_part
-from .loop import Ensemble, flushed_denormals, train_units, tune_allocator
+from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
 from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_status, format_status, progress_text,
                      training_time)
 from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
@@ -38,8 +38,8 @@ __all__ = [
            "Interrupted", "PROFILES", "PartBusy", "SINK_SEED", "TEST_SEED", "TrainingTime", "UNIT_EXPERIMENT", "Unit",
            "VERSION", "VersionMismatch", "campaign_status", "campaign_units", "chapter_campaign",
            "checkpoint_interval", "default_threads", "device", "fig2_name", "flushed_denormals", "format_status",
-           "park_campaign", "progress_text", "run_campaign", "run_chapter_campaign", "store_finished",
-           "stored_campaign", "train_part", "train_units", "training_time", "tune_allocator"]
+           "park_campaign", "progress_text", "run_campaign", "run_chapter_campaign", "set_flush_denormal",
+           "store_finished", "stored_campaign", "train_part", "train_units", "training_time", "tune_allocator"]
 
 
 def park_campaign(experiment: str, profile: str = "paper", *, max_members: int | str = "auto",

@@ -18,7 +18,7 @@ from ..task import TaskConfig, ensemble_batch, make_task
 from . import checkpoints as ck
 from .units import SINK_SEED, Unit, default_threads, device, test_sets
 
-__all__ = ["Ensemble", "flushed_denormals", "train_units", "tune_allocator"]
+__all__ = ["Ensemble", "flushed_denormals", "set_flush_denormal", "train_units", "tune_allocator"]
 
 # glibc's malloc returns every freed block above a moving threshold to the kernel, so the few-MB
 # activations of each step come back as fresh pages that fault and are zeroed again on every step.
@@ -48,12 +48,63 @@ def tune_allocator() -> bool:
     return _allocator_tuned
 
 
+_libgomp_lib: Any = False       # not looked for yet
+
+
+def _libgomp() -> Any:
+    """The OpenMP runtime this process has loaded for torch (GNU libgomp, or an LLVM/Intel runtime with
+    its ``GOMP_parallel`` entry point), as a ``ctypes`` library; None where there is none (not Linux,
+    another parallel backend)."""
+    global _libgomp_lib
+    if _libgomp_lib is False:
+        import ctypes
+
+        _libgomp_lib = None
+        try:
+            with open("/proc/self/maps") as maps:
+                paths = dict.fromkeys(line.split()[-1] for line in maps
+                                      if any(n in line for n in ("libgomp", "libomp", "libiomp5")))
+        except OSError:
+            paths = {}
+        for path in paths:
+            try:
+                lib = ctypes.CDLL(path)
+                fn = lib.GOMP_parallel
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes, fn.restype = [ctypes.CFUNCTYPE(None, ctypes.c_void_p), ctypes.c_void_p,
+                                       ctypes.c_uint, ctypes.c_uint], None
+            _libgomp_lib = lib
+            break
+    return _libgomp_lib
+
+
+def set_flush_denormal(on: bool) -> bool:
+    """``torch.set_flush_denormal(on)`` on the calling thread and on every thread of its OpenMP team,
+    the threads torch's parallel operations run on; returns whether the CPU can flush.
+
+    The flag lives in each thread's MXCSR register: a thread of the team copies the caller's when it
+    is created and keeps its own afterwards, so with more than one torch thread ``torch.set_flush_denormal``
+    alone leaves the team's threads as they were (flushing partly, or still flushing after it is turned
+    off). The team is reached through one parallel region of ``torch.get_num_threads()`` threads, each
+    setting its own flag (the OpenMP runtime keeps that team for torch's next regions of that size).
+    """
+    ok = torch.set_flush_denormal(on)
+    n, lib = torch.get_num_threads(), _libgomp()
+    if ok and n > 1 and lib is not None:
+        def on_each_thread(_: Any) -> None:
+            torch.set_flush_denormal(on)
+
+        lib.GOMP_parallel(lib.GOMP_parallel.argtypes[0](on_each_thread), None, n, 0)
+    return ok
+
+
 @contextlib.contextmanager
 def flushed_denormals() -> Iterator[bool]:
     """Within the block, the CPU flushes subnormal floats (below 2^-126, about 1.2e-38) to zero; yields
     whether it does. On by default; ``$POSBIAS_FLUSH_DENORMAL=0`` turns it off; False where the CPU
     cannot (``torch.set_flush_denormal``). Flushing is off again after the block. It acts on the calling
-    thread, the only one with one torch thread, as campaigns train.
+    thread and on the threads of its torch thread pool (:func:`set_flush_denormal`).
 
     Why: late in training the attention of the sinusoidal and RoPE networks gives probabilities, and
     their gradients, below 2^-126, and every operation on such a number takes the x86 microcode path:
@@ -66,12 +117,12 @@ def flushed_denormals() -> Iterator[bool]:
     argued: tests/test_training.py trains on from a paper-run RoPE network, and 4,300 steps of its
     ensemble (an evaluation included) end in identical weights and curves both ways.
     """
-    on = os.environ.get("POSBIAS_FLUSH_DENORMAL", "1").strip() != "0" and torch.set_flush_denormal(True)
+    on = os.environ.get("POSBIAS_FLUSH_DENORMAL", "1").strip() != "0" and set_flush_denormal(True)
     try:
         yield bool(on)
     finally:
         if on:
-            torch.set_flush_denormal(False)
+            set_flush_denormal(False)
 
 
 class Ensemble:
