@@ -136,6 +136,7 @@ def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
     ``data/``, the user cache and the checkpoints, trains and writes nothing."""
     from . import training
     from .runner import prepare
+    from .training import status as st
 
     chapter, params = prepare(chapter_id, {}, profile)
     experiment, prof, settings = training.chapter_campaign(chapter.id, params)
@@ -143,19 +144,16 @@ def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
     stored = [r for us in training.stored_campaign(experiment, prof, **settings).values() for r in us
               if r is not None]
     trained = training.training_time(stored).seconds if stored else 0.0
-    measured = [e for e in status.ensembles if e.step is not None and e.split_from is None and e.step > 0]
-    per_net: dict[int, list[float]] = {}        # depth -> seconds per network and step, as measured
+    done, per_net = st.measured(status), st.network_pace(status)
     to_go, modelled, borrowed = 0.0, 0, 0
-    for e in measured:
-        pace = e.sitting_pace or (e.wall or 0.0) / e.step
+    for e in done:
         trained += e.wall or 0.0
-        to_go += (e.steps - e.step) * pace
-        per_net.setdefault(e.depth, []).append(pace / e.members)
+        to_go += (e.steps - (e.step or 0)) * st.pace(e)
     for e in status.ensembles:
-        if any(e is m for m in measured):
+        if any(e is m for m in done):
             continue
-        if per_net.get(e.depth):
-            step, borrowed = sum(per_net[e.depth]) / len(per_net[e.depth]), borrowed + 1
+        if e.depth in per_net:
+            step, borrowed = per_net[e.depth], borrowed + 1
         else:
             step, modelled = _eval(chapter, "network_step", {**params, "depth": e.depth}), modelled + 1
         to_go += e.members * (e.steps - (e.step or 0)) * step

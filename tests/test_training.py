@@ -523,6 +523,14 @@ def test_format_status_projects_at_the_latest_sittings_pace():
     named = train.format_status(train.CampaignStatus(
         45, 20, [train.EnsembleStatus(**{**row, "masks": "causal/decay"})]))
     assert named.splitlines()[1].startswith("  depth 6, causal/decay mask, none PE, 10 units: step 20000/100000")
+    fresh = dict(depth=6, masks="causal", pe="rope", members=5, steps=100_000)
+    both = train.format_status(train.CampaignStatus(45, 20, [train.EnsembleStatus(**row, sitting_pace=0.36),
+                                                              train.EnsembleStatus(**fresh),
+                                                              train.EnsembleStatus(**{**fresh, "depth": 10})]))
+    # 5 networks x 100,000 steps x (0.36 s / 10 networks) = 5.0 h; no depth-10 ensemble is measured
+    assert ("depth 6, causal mask, rope PE, 5 units: not started (0/100000 steps), about 5.0 h at the pace per "
+            "network of the started depth-6 ensembles") in both
+    assert both.splitlines()[-1].endswith("not started (0/100000 steps)")
 
 
 

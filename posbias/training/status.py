@@ -74,15 +74,39 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
     return CampaignStatus(len(units), len(units) - len(missing), rows)
 
 
+def measured(status: CampaignStatus) -> list[EnsembleStatus]:
+    """The unfinished ensembles that have trained steps of their own (not only a larger ensemble's
+    checkpoint to be split), whose pace is therefore measured."""
+    return [e for e in status.ensembles if e.step is not None and e.split_from is None and e.step > 0]
+
+
+def pace(e: EnsembleStatus) -> float:
+    """Seconds per step of a :func:`measured` ensemble: its latest sitting's, else over all sittings."""
+    return e.sitting_pace or (e.wall or 0.0) / max(e.step or 0, 1)
+
+
+def network_pace(status: CampaignStatus) -> dict[int, float]:
+    """Depth -> seconds per network and step, the mean over the :func:`measured` ensembles of that
+    depth of their :func:`pace` divided by their members: how an ensemble not started yet will train
+    on the machine training the campaign (the ensemble's size and encodings aside)."""
+    by_depth: dict[int, list[float]] = {}
+    for e in measured(status):
+        by_depth.setdefault(e.depth, []).append(pace(e) / e.members)
+    return {d: sum(v) / len(v) for d, v in by_depth.items()}
+
+
 def format_status(status: CampaignStatus) -> str:
     """:func:`campaign_status` as lines of text: each ensemble's step, its pace over every sitting and
     in the latest one, and the time to go at the latest sitting's pace (the machine as it is now)."""
     lines = [f"{status.stored} of {status.units} units stored; {status.units - status.stored} to train "
              f"in {len(status.ensembles)} ensemble(s)"]
+    per_net = network_pace(status)
     for r in status.ensembles:
         head = f"  depth {r.depth}, " + (f"{r.masks} mask, " if r.masks else "") + f"{r.pe} PE, {r.members} units: "
         if r.step is None:
-            lines.append(head + f"not started (0/{r.steps} steps)")
+            lines.append(head + f"not started (0/{r.steps} steps)" + (
+                "" if r.depth not in per_net else f", about {r.members * r.steps * per_net[r.depth] / 3600:.1f} h "
+                f"at the pace per network of the started depth-{r.depth} ensembles"))
             continue
         done = f"step {r.step}/{r.steps} ({100 * r.step / r.steps:.1f}%)"
         if r.split_from:         # its pace is the larger ensemble's, not its own
