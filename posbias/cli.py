@@ -92,20 +92,8 @@ def _cmd_check_data(args: argparse.Namespace) -> int:
                       experiments=args.experiment, brief=args.brief)
 
 
-def _members(raw: str) -> int | str:
-    if raw == "auto":
-        return raw
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ParamError(f"--max-members {raw}: give a number of units of at least 1, or auto (default: 64 in one "
-                         "process, else the size that finishes soonest with every worker busy)")
-    return n
-
-
-def _workers(raw: str | None) -> int | str | None:
+def _count_or_auto(raw: str | None, flag: str, what: str, auto: str) -> int | str | None:
+    """``raw`` as a count of at least 1, or ``auto`` (or None) as it is; else :class:`ParamError`."""
     if raw in (None, "auto"):
         return raw
     try:
@@ -113,8 +101,17 @@ def _workers(raw: str | None) -> int | str | None:
     except ValueError:
         n = 0
     if n < 1:
-        raise ParamError(f"--workers {raw}: give a number of worker processes of at least 1, or auto (one per core)")
+        raise ParamError(f"{flag} {raw}: give a number of {what} of at least 1, or auto ({auto})")
     return n
+
+
+def _members(raw: str) -> int | str:
+    return _count_or_auto(raw, "--max-members", "units",
+                          "default: 64 in one process, else the size that finishes soonest with every worker busy")
+
+
+def _workers(raw: str | None) -> int | str | None:
+    return _count_or_auto(raw, "--workers", "worker processes", "one per core")
 
 
 def _local_workers(args: argparse.Namespace) -> int:
