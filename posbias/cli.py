@@ -176,9 +176,10 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         os.environ["POSBIAS_WRITE_DATA"] = "1"
     head = f"{chapter.id} ({args.profile} profile)"
     if args.status:
+        from .cost import network_step
         print(f"{head}: " + training.format_status(
             training.campaign_status(experiment, profile, max_members=members, workers=_local_workers(args),
-                                     **settings)))
+                                     **settings), model=network_step(chapter, params)))
         if args.scheduler or args.scheduler_file:
             from .training.engine import workers_status
             engine = _engine(args)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .chapters import _FUNCS, Chapter, _compile_rule
 
 __all__ = ["Estimate", "estimate", "available_mb", "human_seconds", "LONG_SECONDS", "CampaignCost",
-           "campaign_cost", "cost_frame"]
+           "campaign_cost", "cost_frame", "network_step"]
 
 LONG_SECONDS = 3600.0           # above this, `posbias run` asks for --yes on a terminal
 
@@ -79,17 +79,26 @@ def _eval(chapter: Chapter, key: str, values: dict[str, Any]) -> float:
     return float(eval(_compile_rule(str(expr)), names))  # noqa: S307 - vetted AST
 
 
+def network_step(chapter: Chapter, params: dict[str, Any]) -> Callable[[int], float] | None:
+    """The chapter's ``network_step`` model at ``params``: depth -> seconds per network and training
+    step on one core; ``None`` for a chapter that declares none (it trains nothing)."""
+    if not (chapter.meta.get("cost") or {}).get("network_step"):
+        return None
+    return lambda depth: _eval(chapter, "network_step", {**params, "depth": depth})
+
+
 def _training(chapter: Chapter, params: dict[str, Any]) -> tuple[float, int, int]:
     """Seconds to train the units ``chapter`` reads with ``params`` that are not stored, and
     (stored, total) units; (0, 0, 0) for a chapter that trains nothing."""
-    if not (chapter.meta.get("cost") or {}).get("network_step"):
+    model = network_step(chapter, params)
+    if model is None:
         return 0.0, 0, 0
     from .training import campaigns
 
     experiment, profile, overrides = campaigns.chapter_campaign(chapter.id, params)
     units = campaigns.distinct(campaigns.units_of(experiment, profile, overrides))
     missing = [u for u in units if not campaigns.stored(u)]
-    seconds = sum(u.steps * _eval(chapter, "network_step", {**params, "depth": u.depth}) for u in missing)
+    seconds = sum(u.steps * model(u.depth) for u in missing)
     return seconds, len(units) - len(missing), len(units)
 
 
@@ -144,7 +153,7 @@ def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
     stored = [r for us in training.stored_campaign(experiment, prof, **settings).values() for r in us
               if r is not None]
     trained = training.training_time(stored).seconds if stored else 0.0
-    done, per_net = st.measured(status), st.network_pace(status)
+    done, per_net, model = st.measured(status), st.network_pace(status), network_step(chapter, params)
     to_go, modelled, borrowed = 0.0, 0, 0
     for e in done:
         trained += e.wall or 0.0
@@ -155,7 +164,7 @@ def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
         if e.depth in per_net:
             step, borrowed = per_net[e.depth], borrowed + 1
         else:
-            step, modelled = _eval(chapter, "network_step", {**params, "depth": e.depth}), modelled + 1
+            step, modelled = model(e.depth) if model else 0.0, modelled + 1
         to_go += e.members * (e.steps - (e.step or 0)) * step
     return CampaignCost(chapter.id, status.units, status.stored, trained / 3600, to_go / 3600,
                         len(status.ensembles), modelled, borrowed)

@@ -94,6 +94,14 @@ def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
     assert c.hours_trained == pytest.approx(train.training_time(units).seconds / 3600) and c.hours_trained > 10
 
 
+def test_network_step_is_the_chapters_model_per_depth():
+    """``network_step`` evaluates the front matter's expression at a depth; a chapter that trains
+    nothing has none."""
+    model = cost.network_step(get_chapter("wu-fig-6"), {})
+    assert model(4) == pytest.approx(0.003 + 0.007 * 4) and model(10) == pytest.approx(0.003 + 0.007 * 10)
+    assert cost.network_step(get_chapter("wu-thm-4-1"), {}) is None
+
+
 def test_campaign_cost_measures_started_ensembles_and_models_the_rest(monkeypatch):
     """An ensemble with a checkpoint counts its wall time as trained and its remaining steps at its
     latest pace; an ensemble not started, of a depth with no started ensemble, is priced by the

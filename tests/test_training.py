@@ -1,4 +1,5 @@
 """posbias.training: campaigns expand to the stated units, training resumes and is deterministic."""
+import dataclasses
 import ast
 import io
 import json
@@ -531,6 +532,20 @@ def test_format_status_projects_at_the_latest_sittings_pace():
     assert ("depth 6, causal mask, rope PE, 5 units: not started (0/100000 steps), about 5.0 h at the pace per "
             "network of the started depth-6 ensembles") in both
     assert both.splitlines()[-1].endswith("not started (0/100000 steps)")
+    # the chapter's cost model prices a depth no started ensemble measures; alike ensembles share a line
+    deep = train.EnsembleStatus(**{**fresh, "depth": 10})
+    priced = train.format_status(train.CampaignStatus(45, 20, [train.EnsembleStatus(**row, sitting_pace=0.36),
+                                                                train.EnsembleStatus(**fresh), deep, deep,
+                                                                dataclasses.replace(deep, members=1)]),
+                                 model=lambda depth: 0.001 * depth)
+    assert priced.splitlines()[2].endswith("at the pace per network of the started depth-6 ensembles")
+    # 2 ensembles x 5 networks x 100,000 steps x 10 ms = 2.8 h
+    assert priced.splitlines()[3] == ("  depth 10, causal mask, rope PE, 2 x 5 units: not started (0/100000 steps "
+                                      "each), about 2.8 h in all at the chapter's cost model (10 ms per "
+                                      "network-step on one core)")
+    assert priced.splitlines()[4].startswith("  depth 10, causal mask, rope PE, 1 unit: not started (0/100000 "
+                                             "steps), about 17 min at the chapter's cost model")
+    assert len(priced.splitlines()) == 5
 
 
 

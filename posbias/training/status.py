@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .. import parking
+from ..cost import human_seconds
 from . import checkpoints as ck
 from .campaigns import distinct, stored, units_of
 from .planning import plan
@@ -95,19 +96,43 @@ def network_pace(status: CampaignStatus) -> dict[int, float]:
     return {d: sum(v) / len(v) for d, v in by_depth.items()}
 
 
-def format_status(status: CampaignStatus) -> str:
+def format_status(status: CampaignStatus, model: Callable[[int], float] | None = None) -> str:
     """:func:`campaign_status` as lines of text: each ensemble's step, its pace over every sitting and
-    in the latest one, and the time to go at the latest sitting's pace (the machine as it is now)."""
+    in the latest one, and the time to go at the latest sitting's pace (the machine as it is now).
+    Ensembles not started are priced at the pace per network of the started ensembles of their depth,
+    else at ``model`` (depth -> seconds per network-step, the chapter's cost model) where given; alike
+    ones in a row share a line (``5 x 1 unit``)."""
     lines = [f"{status.stored} of {status.units} units stored; {status.units - status.stored} to train "
              f"in {len(status.ensembles)} ensemble(s)"]
     per_net = network_pace(status)
-    for r in status.ensembles:
-        head = f"  depth {r.depth}, " + (f"{r.masks} mask, " if r.masks else "") + f"{r.pe} PE, {r.members} units: "
+
+    def units(n: int) -> str:
+        return f"{n} unit" if n == 1 else f"{n} units"
+
+    rows = status.ensembles
+    i = 0
+    while i < len(rows):
+        r = rows[i]
+        head = f"  depth {r.depth}, " + (f"{r.masks} mask, " if r.masks else "") + f"{r.pe} PE, "
         if r.step is None:
-            lines.append(head + f"not started (0/{r.steps} steps)" + (
-                "" if r.depth not in per_net else f", about {r.members * r.steps * per_net[r.depth] / 3600:.1f} h "
-                f"at the pace per network of the started depth-{r.depth} ensembles"))
+            n = 1
+            while i + n < len(rows) and rows[i + n] == r:
+                n += 1
+            i += n
+            if r.depth in per_net:
+                how, step = f"the pace per network of the started depth-{r.depth} ensembles", per_net[r.depth]
+            elif model is not None:
+                step = model(r.depth)
+                how = f"the chapter's cost model ({1e3 * step:.0f} ms per network-step on one core)"
+            else:
+                how, step = "", 0.0
+            seconds = n * r.members * r.steps * step
+            lines.append(head + (f"{units(r.members)}: not started (0/{r.steps} steps)" if n == 1 else
+                                 f"{n} x {units(r.members)}: not started (0/{r.steps} steps each)")
+                         + (f", about {human_seconds(seconds)}{' in all' if n > 1 else ''} at {how}" if how else ""))
             continue
+        i += 1
+        head += f"{units(r.members)}: "
         done = f"step {r.step}/{r.steps} ({100 * r.step / r.steps:.1f}%)"
         if r.split_from:         # its pace is the larger ensemble's, not its own
             lines.append(head + f"{done} in the checkpoint of the larger ensemble ({r.split_from} units) it will "
@@ -116,7 +141,7 @@ def format_status(status: CampaignStatus) -> str:
         pace, now = r.wall / max(r.step, 1), r.sitting_pace
         lines.append(head + f"{done}, {1e3 * pace:.0f} ms/step over all sittings"
                      + ("" if now is None else f", {1e3 * now:.0f} ms/step in the latest")
-                     + f", about {(r.steps - r.step) * (now or pace) / 3600:.1f} h to go at "
+                     + f", about {human_seconds((r.steps - r.step) * (now or pace))} to go at "
                      + ("that pace" if now is None else "the latest pace")
                      + ("; from the committed checkpoint" if r.committed else
                         "" if r.age is None else f"; checkpoint saved {r.age:.0f} s ago"))
