@@ -1,6 +1,6 @@
 """posbias.training: campaigns expand to the stated units, training resumes and is deterministic."""
-import dataclasses
 import ast
+import dataclasses
 import io
 import json
 import os
