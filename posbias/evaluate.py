@@ -22,7 +22,7 @@ __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies",
            "LEARNED_ACCURACY_FACTOR", "learned_rule", "depth_mean_claim", "residual_claims", "fig3_specs",
            "fig3_claims",
            "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS",
-           "complete_depths", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve",
+           "complete_depths", "fig2_study_claims", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve",
            "fig3_measurable_claims", "fig4_measurable_claims", "Coverage", "Claim", "u_claims", "u_frame",
            "ExcessPeak", "excess_peaks"]
 
@@ -683,6 +683,23 @@ def fig2_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, 
             r.depth, r.still_rising = "mean", rising(units(used, depths), n_test)
             rows.append(r)
     return rows
+
+
+def fig2_study_claims(results: dict[str, list[dict]], study_depths: list[int], n_test: int, *,
+                      judge_learning: bool | None = None) -> list[Claim]:
+    """:func:`fig2_claims` (``per_depth=True``) on a campaign that may still be running: ``results``
+    holds the depths complete so far (:func:`complete_depths`), ``study_depths`` all the depths the
+    study trains. Each complete depth gets its five fixed-depth claims; the three depth claims, which
+    compare the shallowest and the deepest of ``study_depths``, appear only once both are complete,
+    so every row is named and worded exactly as when the campaign is done (a claim from 2 to 6
+    layers never stands in for one from 2 to 10). No complete depth: no rows."""
+    done = sorted({int(k.rpartition("|")[2]) for k in results})
+    if not done:
+        return []
+    rows = fig2_claims(results, done, n_test, per_depth=True, judge_learning=judge_learning)
+    if min(study_depths) in done and max(study_depths) in done:
+        return rows
+    return [r for r in rows if " to " not in str(r.depth)]
 
 
 def residual_claims(results: dict[str, list[dict]], depths: list[int], n_test: int, *,

@@ -4,9 +4,10 @@ the committed paper-profile units (100,000 iterations, 5 seeds, the paper's test
 Each figure's claims are the ones its chapter states, built by one library function per figure
 (the chapter and the scoreboard share it):
 
-- Figure 2: :func:`posbias.evaluate.fig2_claims` (``per_depth=True``; depths 2, 4, 6);
-- the residual-depth study: :func:`posbias.evaluate.fig2_claims` (``per_depth=True``, as the
-  chapter's paper section; depths 2, 6, 10);
+- Figure 2: :func:`posbias.evaluate.fig2_study_claims` (depths 2, 4, 6);
+- the residual-depth study: :func:`posbias.evaluate.fig2_study_claims` (as the chapter's paper
+  section; depths 2, 6, 10): each depth's claims once its three architectures are committed, the
+  depth claims once the shallowest and the deepest are;
 - Figure 3: :func:`posbias.evaluate.fig3_claims`; Figure 4: :func:`posbias.evaluate.fig4_claims`;
 - Figure 5: :func:`posbias.evaluate.sink_claims` (on Figure 2's depth-2 causal No-PE units, the
   same setting); Figure 6: :func:`posbias.evaluate.fig6_claims` on :func:`posbias.evaluate.sink_excess`.
@@ -210,15 +211,13 @@ def expected_claims(chapter: str) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- judging them
 
 def _judge_fig2(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
-    if len(complete) < 3 * len(_FIG2_DEPTHS):
-        return []
-    return ev.fig2_claims(complete, _FIG2_DEPTHS, n["n_test"], per_depth=True, judge_learning=True)
+    _, res = ev.complete_depths(complete, ev.FIG2_PES, within=_FIG2_DEPTHS)
+    return ev.fig2_study_claims(res, _FIG2_DEPTHS, n["n_test"], judge_learning=True)
 
 
 def _judge_residual(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:
-    if len(complete) < 3 * len(_RESIDUAL_DEPTHS):
-        return []
-    return ev.fig2_claims(complete, _RESIDUAL_DEPTHS, n["n_test"], per_depth=True, judge_learning=True)
+    _, res = ev.complete_depths(complete, ev.FIG2_PES, within=_RESIDUAL_DEPTHS)
+    return ev.fig2_study_claims(res, _RESIDUAL_DEPTHS, n["n_test"], judge_learning=True)
 
 
 def _judge_fig3(complete: dict[str, list[dict]], n: dict[str, int]) -> list[ev.Claim]:

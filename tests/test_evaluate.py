@@ -243,6 +243,22 @@ def test_fig2_claims_per_depth_and_single_depth():
                                                               "rope-reduces", "decay-more-than-rope"]]
 
 
+def test_fig2_study_claims_name_only_what_the_finished_study_will():
+    """A campaign in progress: each complete depth gets its five claims; the depth claims compare the
+    study's shallowest and deepest depths, never two partial ones (2 to 6 standing in for 2 to 10)."""
+    study = [2, 6, 10]
+    full = ev.fig2_claims(_fig2_results(study), study, 1000, per_depth=True)
+    assert [r.name for r in ev.fig2_study_claims(_fig2_results(study), study, 1000)] == [r.name for r in full]
+    assert ev.fig2_study_claims({}, study, 1000) == []
+    part = ev.fig2_study_claims(_fig2_results([2, 6]), study, 1000)
+    assert [r.name for r in part] == [r.name for r in full if r.depth in ("2", "6")] and len(part) == 10
+    ends = ev.fig2_study_claims(_fig2_results([2, 10]), study, 1000)
+    depth_rows = [r for r in ends if r.depth == "2 to 10"]
+    assert [r.name for r in depth_rows] == ["depth-nope", "depth-decay", "depth-rope"]
+    same = {r.name: r.mean for r in full}
+    assert all(abs(r.mean - same[r.name]) < 1e-12 for r in ends)   # the same numbers as the full study
+
+
 def test_fig2_table_rows_and_standard_errors():
     res = _fig2_results([2, 4])
     t = ev.fig2_table(res, [2, 4], 1000)
@@ -529,7 +545,7 @@ def test_residual_paper_section_on_trained_smoke_units(fresh, monkeypatch):
     assert np.allclose([p.get_height() for p in fig.axes[0].patches], stored_gaps)
     plt.close("all")
 
-    rows = ev.fig2_claims(pres, depths, kw["n_test"], per_depth=True, judge_learning=True)
+    rows = ev.fig2_study_claims(pres, [2, 6, 10], kw["n_test"], judge_learning=True)
     expected = [n for n, _ in scoreboard.expected_claims("wu-residual-depth") if n.endswith("-2")]
     assert [r.name for r in rows] == expected and len(rows) == 5       # no depth claim from one depth
     assert not any(ev.learned([u for us in pres.values() for u in us]))    # 20 iterations: chance level

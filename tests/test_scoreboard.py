@@ -69,6 +69,30 @@ def test_a_missing_unit_leaves_the_claims_that_read_it_pending_with_its_count():
     assert broken.accounted() and "causal-nope-early" in broken.accounted()[0]
 
 
+def test_a_depth_study_in_progress_judges_its_complete_depths():
+    """The residual study with only depth 2 committed: that depth's five claims are judged (as the
+    chapter's paper section judges them), the rest wait; with depths 2 and 10 the depth claims, which
+    compare those two, are judged too, and depth 6's five still wait."""
+    acc = {n: 0.45 for n in _NAMES}
+    nope = {**acc, "IC_first_last": 0.55}                       # No PE prefers the first slot to the last
+
+    def stored(done):
+        return {f"{pe}|{d}": ([_unit(nope if pe == "No PE" else acc, bump=0.002 * s) for s in range(5)]
+                              if d in done else [None] * 5) for pe in ev.FIG2_PES for d in (2, 6, 10)}
+
+    n = {"n_test": 10000, "n_sink": 10000}
+    f = sb.figure_result("wu-residual-depth", stored({2}), n)
+    assert (f.n_units, f.n_needed, len(f.claims)) == (15, 45, 18)
+    judged = {c.name: c for c in f.claims if c.status != sb.PENDING}
+    assert set(judged) == {name for name, _ in sb.expected_claims("wu-residual-depth") if name.endswith("-2")}
+    assert judged["nope-early-2"].status == "reproduced" and judged["nope-early-2"].n_networks == 5
+    assert sb.Scoreboard((f,)).accounted() == []
+    ends = sb.figure_result("wu-residual-depth", stored({2, 10}), n)
+    waiting = {c.name for c in ends.claims if c.status == sb.PENDING}
+    assert waiting == {name for name, _ in sb.expected_claims("wu-residual-depth") if name.endswith("-6")}
+    assert {c.name: c.status for c in ends.claims}["depth-nope"] == "inconclusive"   # same gap at 2 and 10
+
+
 def test_scoreboard_on_the_committed_paper_units():
     """Figure 2's 45 committed units (and Figure 5 on its depth-2 No-PE ones) are judged; the
     figures without paper-profile units are pending; every claim is accounted for."""
