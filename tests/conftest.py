@@ -19,6 +19,14 @@ def posbias_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "posbias.cli", *args]
 
 
+def network_step_seconds(chapter: str, depth: int) -> float:
+    """The chapter's front-matter ``network_step`` expression, evaluated here by Python at ``depth``:
+    the oracle the cost model is checked against."""
+    from posbias.chapters import get_chapter
+
+    return float(eval(get_chapter(chapter).meta["cost"]["network_step"], {}, {"depth": depth}))
+
+
 @pytest.fixture
 def fresh(monkeypatch, tmp_path) -> Path:
     """An empty ``posbias.report`` record written to ``tmp_path``, as inside ``posbias run``."""

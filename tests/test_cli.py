@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IGNORE, ROOT, posbias_cmd
+from conftest import IGNORE, ROOT, network_step_seconds, posbias_cmd
 
 HEADER = """---
 kernelspec: {{display_name: Python 3, language: python, name: python3}}
@@ -193,8 +193,7 @@ def test_campaign_no_train_commits_finished_units_unchanged(tree, tmp_path):
     assert proc.returncode == 0 and "0 of 1 units stored; 1 to train in 1 ensemble(s)" in proc.stdout, proc.stdout
     assert "not started (0/20 steps)" in proc.stdout and not cache.exists()     # a look leaves no trace
     # priced at the chapter's cost model: 20 steps x network_step(2) s for the one depth-2 network
-    from posbias.chapters import get_chapter
-    ms = 1000 * eval(get_chapter("wu-fig-5").meta["cost"]["network_step"], {}, {"depth": 2})
+    ms = 1000 * network_step_seconds("wu-fig-5", 2)
     assert f"about 0 s at the chapter's cost model ({ms:.0f} ms per network-step on one core)" in proc.stdout
     proc = run(own, "campaign", "wu-fig-5", *params, "--no-train", "--write-data", cache=cache)
     assert proc.returncode == 0, proc.stderr

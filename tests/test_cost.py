@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 from posbias import cost, runner
+from conftest import network_step_seconds
+
 from posbias.chapters import Chapter, ParamError, get_chapter
 
 
@@ -94,16 +96,12 @@ def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
     assert c.hours_trained == pytest.approx(train.training_time(units).seconds / 3600) and c.hours_trained > 10
 
 
-def _model(chapter: str, depth: int) -> float:
-    """The chapter's front-matter ``network_step`` expression, evaluated here by Python at ``depth``."""
-    return float(eval(get_chapter(chapter).meta["cost"]["network_step"], {}, {"depth": depth}))
-
-
 def test_network_step_is_the_chapters_model_per_depth():
     """``network_step`` evaluates the front matter's expression at a depth; a chapter that trains
     nothing has none."""
     model = cost.network_step(get_chapter("wu-fig-6"), {})
-    assert model(4) == pytest.approx(_model("wu-fig-6", 4)) and model(10) == pytest.approx(_model("wu-fig-6", 10))
+    assert model(4) == pytest.approx(network_step_seconds("wu-fig-6", 4))
+    assert model(10) == pytest.approx(network_step_seconds("wu-fig-6", 10))
     assert 0 < model(2) < model(6) < model(10)                 # deeper networks cost more per step
     assert cost.network_step(get_chapter("wu-thm-4-1"), {}) is None
 
@@ -120,7 +118,7 @@ def test_campaign_cost_measures_started_ensembles_and_models_the_rest(monkeypatc
     monkeypatch.setattr(training, "campaign_status", lambda *a, **k: CampaignStatus(35, 5, [started, fresh]))
     monkeypatch.setattr(training, "stored_campaign", lambda *a, **k: {"x": [None]})
     c = cost.campaign_cost("wu-fig-6")
-    per_step = _model("wu-fig-6", 4)                    # wu-fig-6's front matter, at depth 4
+    per_step = network_step_seconds("wu-fig-6", 4)   # wu-fig-6's front matter, at depth 4
     assert c.hours_trained == pytest.approx(6000.0 / 3600)
     assert c.hours_to_go == pytest.approx((60_000 * 0.2 + 15 * 100_000 * per_step) / 3600)
     assert (c.units, c.stored, c.ensembles, c.modelled, c.borrowed) == (35, 5, 2, 1, 0)
@@ -142,7 +140,7 @@ def test_ensembles_not_started_take_the_measured_pace_of_their_depth(monkeypatch
     monkeypatch.setattr(training, "stored_campaign", lambda *a_, **k: {"x": [None]})
     c = cost.campaign_cost("wu-fig-4")
     per_net = (0.12 / 15 + 0.15 / 15) / 2              # the depth-2 ensembles' pace per network and step
-    model6 = _model("wu-fig-4", 6)                      # wu-fig-4's front matter, at depth 6
+    model6 = network_step_seconds("wu-fig-4", 6)     # wu-fig-4's front matter, at depth 6
     assert c.hours_to_go == pytest.approx((80_000 * (0.12 + 0.15) + 30 * 100_000 * per_net
                                            + 5 * 100_000 * model6) / 3600)
     assert (c.ensembles, c.modelled, c.borrowed) == (4, 1, 1)
