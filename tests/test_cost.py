@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from posbias import cost, runner
 from conftest import network_step_seconds
-
+from posbias import cost, runner
 from posbias.chapters import Chapter, ParamError, get_chapter
 
 
