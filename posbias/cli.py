@@ -276,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                     "parameters and profile, so that `posbias run CHAPTER` with the same -p and --profile reads "
                     "them from the cache. Interrupt it (Ctrl-C, SIGTERM, or kill it) and the same command "
                     "resumes from the last checkpoint, saved every $POSBIAS_CHECKPOINT_SECONDS seconds "
-                    "(default 60) and on SIGINT/SIGTERM; exit 130/143 when stopped by SIGINT/SIGTERM.")
+                    "(default 60) and on SIGINT/SIGTERM (on Dask workers too: the driver asks each running part "
+                    "to save before it closes the cluster); exit 130/143 when stopped by SIGINT/SIGTERM.")
     p.add_argument("chapter")
     p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="set a parameter (repeatable)")
     p.add_argument("--profile", default="paper", choices=PROFILES,

@@ -212,3 +212,41 @@ def test_campaign_stopped_by_sigterm_resumes(tmp_path):
     assert code == 0, err
     assert f"resumed from step {k}/{STEPS}" in err and f"trained {STEPS - k} of {STEPS} steps" in err
     assert len(_units(cache)) == 1 and list(cache.rglob("*.ckpt")) == []
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the driver", "Ctrl-C to the process group"])
+def test_campaign_on_dask_workers_saves_every_part_when_stopped(tmp_path, how):
+    """A Dask task's thread receives no signals: the interrupted driver asks its workers to stop, and
+    each running part saves its checkpoint at its next step boundary (step 0 if the stop comes during
+    the first evaluation). With a checkpoint interval of an hour, only that stop can have saved them:
+    before the driver asked, a worker lost everything since its last periodic checkpoint. A terminal's
+    Ctrl-C reaches the local cluster's worker processes too; they ignore it and wait for the driver."""
+    cache, steps = tmp_path / "cache", 100_000
+    signum = signal.SIGTERM if how.startswith("SIGTERM") else signal.SIGINT
+    args = ["campaign", CHAPTER, "--profile", "default", "--workers", "2", "--max-members", "1",
+            "-p", "seeds", "0,1", "-p", "steps", str(steps), "-p", "eval_every", str(steps // 2),
+            "-p", "n_test", "100", "-p", "n_sweep", "100", "-p", "n_sink", "100"]
+    proc = subprocess.Popen(posbias_cmd(*args), cwd=tmp_path, env=dict(_env(cache), POSBIAS_CHECKPOINT_SECONDS="3600"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    t0 = time.monotonic()
+    while len(list((cache / "wu-units").glob("*.ckpt"))) < 2:      # both parts have begun on their workers
+        if proc.poll() is not None or time.monotonic() - t0 > DEADLINE:
+            proc.kill()
+            pytest.fail(f"the campaign did not start two parts:\n{proc.communicate()[1][-3000:]}")
+        time.sleep(0.1)
+    time.sleep(3.0)                                                # a few hundred steps each
+    if signum == signal.SIGTERM:
+        proc.send_signal(signum)
+    else:
+        os.killpg(proc.pid, signum)
+    code, err = _finish(proc)
+    assert code == 128 + signum, err
+    assert "stopping: 2 part(s) save their checkpoints first" in err, err
+    assert f"stopped by {signal.Signals(signum).name}" in err, err
+    saved = sorted(int(torch.load(p, weights_only=False)["step"]) for p in (cache / "wu-units").glob("*.ckpt/state.pt"))
+    assert len(saved) == 2 and all(0 <= k < steps for k in saved), (saved, err)
+    for k in saved:
+        assert f"the driver's stop at step {k}/{steps}: checkpoint saved" in err, err
+    _assert_nothing_half_written(cache)
+    assert _units(cache) == {}

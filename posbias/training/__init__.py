@@ -10,7 +10,8 @@ changes a unit's result.
 
 Resuming (:mod:`.checkpoints`). A running ensemble saves a checkpoint every
 ``$POSBIAS_CHECKPOINT_SECONDS`` (default 60) seconds, atomically, in ``store.checkpoint_dir``;
-SIGINT and SIGTERM finish the current step, save a checkpoint and raise ``Interrupted``; a killed
+SIGINT and SIGTERM finish the current step, save a checkpoint and raise ``Interrupted`` (on Dask workers,
+whose tasks receive no signals, the interrupted driver asks them to: :mod:`.engine`); a killed
 process loses at most the steps since the last checkpoint. The next identical run resumes from it
 and ends with bit-for-bit the result of an uninterrupted run (same device and torch threads),
 except the measured wall time. A campaign longer than one machine's life is carried over by

@@ -49,10 +49,11 @@ def checkpoint_interval() -> float:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Training stopped by SIGINT or SIGTERM at a step boundary, after saving its checkpoint."""
+    """Training stopped by SIGINT or SIGTERM (``signum``), or by its campaign's driver (``signum`` 0),
+    at a step boundary, after saving its checkpoint."""
 
     def __init__(self, signum: int, step: int, steps: int, checkpoint: Path | None):
-        name = signal.Signals(signum).name
+        name = signal.Signals(signum).name if signum else "the driver's stop"
         where = (f"checkpoint saved to {checkpoint}; run the same command again to resume"
                  if checkpoint is not None else "no checkpoint folder, nothing saved")
         super().__init__(f"{name} at step {step}/{steps}: {where}")

@@ -12,6 +12,11 @@ need storage the workers share (the user cache, ``$POSBIAS_CACHE``).
 - ``Engine.slurm(config)``: ``dask_jobqueue.SLURMCluster``, adaptive, workers retiring before the
   walltime (``--lifetime``), GPUs as a Dask resource.
 
+Stopping. A Dask task's thread receives no signals, so an interrupted driver (SIGINT, SIGTERM) sets
+a Dask event of its own run that every task asks about once a second: each running part finishes
+its step, saves its checkpoint and returns, parts not started return at once, and the driver waits
+for them (at most ``STOP_SECONDS``) before it closes the cluster.
+
 Faults. A worker that dies mid-task loses at most the steps since its last checkpoint; Dask runs the
 task again and it resumes from the checkpoint, so the results are bit-identical to an uninterrupted
 run (same device and thread count). A non-blocking lock inside the task refuses a duplicate (a task
@@ -25,9 +30,11 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -42,6 +49,7 @@ from .units import Unit, default_threads
 
 PROGRESS_TOPIC = "posbias-progress"
 LOG_TOPIC = "posbias-log"
+STOP_SECONDS = 60.0     # how long an interrupted driver waits for its workers to save their checkpoints
 
 
 class PartBusy(RuntimeError):
@@ -103,15 +111,36 @@ def _worker():
         return None
 
 
+def _stop_flag(name: str) -> Callable[[], bool]:
+    """On a worker: True once the driver has set the Dask event ``name`` (asked at most once a second;
+    a scheduler out of reach stops nothing)."""
+    from distributed import Event
+
+    event, state = Event(name), {"asked": 0.0, "set": False}
+
+    def stop() -> bool:
+        if not state["set"] and time.monotonic() - state["asked"] >= 1.0:
+            state["asked"] = time.monotonic()
+            with contextlib.suppress(Exception):
+                state["set"] = bool(event.is_set())
+        return state["set"]
+    return stop
+
+
 def train_part(part: list[Unit], *, threads: int, expect: dict[str, str] | None = None,
-               progress: bool = False, log: ck.Log | None = None, wait: bool = False) -> PartResult | None:
+               progress: bool = False, log: ck.Log | None = None, wait: bool = False,
+               stop_event: str | None = None) -> PartResult | None:
     """The task of one ensemble part: resume from the furthest checkpoint it can (its own, a
     committed one, or a larger ensemble's), train to the end keeping the checkpoint, and return the
     results with the sittings. Stores nothing: the driver does. ``expect`` is the driver's
     :func:`fingerprint` (refused with :class:`VersionMismatch` when this process differs). A part
     another process is training raises :class:`PartBusy`, or with ``wait`` is waited for, and then
-    None is returned if that process stored every unit meanwhile."""
+    None is returned if that process stored every unit meanwhile. On a worker, once the driver sets
+    the Dask event ``stop_event``, the part saves its checkpoint and None is returned."""
     worker, key = _worker(), part_key(part)
+    stop = _stop_flag(stop_event) if stop_event is not None and worker is not None else None
+    if stop is not None and stop():         # the driver stopped before this part began
+        return None
     if expect is not None and (bad := _mismatch(fingerprint(), expect)):
         raise VersionMismatch(f"worker {getattr(worker, 'address', os.getpid())} differs from the driver: {bad}; "
                               "start the workers from the same checkout and environment as the driver")
@@ -138,8 +167,13 @@ def train_part(part: list[Unit], *, threads: int, expect: dict[str, str] | None 
             return None
         ck.take_furthest(part, ckdir / "state.pt", say)
         say(f"training {len(part)} units of depth {part[0].depth} ({part[0].config.pe} PE) for {part[0].steps} steps")
-        results = train_units(part, checkpoint_dir=ckdir, progress=progress, keep_checkpoint=True, threads=threads,
-                              log=say, on_step=on_step)
+        try:
+            results = train_units(part, checkpoint_dir=ckdir, progress=progress, keep_checkpoint=True,
+                                  threads=threads, log=say, on_step=on_step, stop=stop)
+        except ck.Interrupted:
+            if stop is None or not stop():
+                raise
+            return None                     # stopped by the driver, checkpoint saved: nothing to store
         st = ck.load(ckdir / "state.pt", part, torch.device("cpu"), log=ck.quiet) or {}
     return PartResult(results, st.get("sittings", []))
 
@@ -170,6 +204,7 @@ class Engine:
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                dashboard_address=_dashboard(dashboard), silence_logs=40)
         client = Client(cluster)
+        client.register_plugin(_ignore_sigint())    # Ctrl-C reaches the workers too: the driver stops them
         return cls(client, n, threads, None, [client.close, cluster.close])
 
     @classmethod
@@ -204,6 +239,21 @@ class Engine:
         for c in self.closers:
             with contextlib.suppress(Exception):
                 c()
+
+
+def _ignore_sigint() -> Any:
+    """A worker plugin: the worker process ignores SIGINT. A terminal's Ctrl-C goes to the whole
+    process group, a local cluster's workers included; ignoring it lets them live until the driver
+    has asked them to save their checkpoints (:func:`_stop_workers`)."""
+    from distributed import WorkerPlugin
+
+    class IgnoreSigint(WorkerPlugin):
+        name = "posbias-ignore-sigint"
+
+        def setup(self, worker: Any) -> None:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return IgnoreSigint()
 
 
 def _dashboard(on: bool) -> str:
@@ -291,15 +341,17 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
     groups = units_of(experiment, profile, overrides)
     missing = [u for u in distinct(groups) if not stored(u)]
     parts, found = plan(missing, max_members, engine.workers if engine else 1)
-    for part, done in _run_parts(parts, found, engine, progress=progress, log=log):
-        if done is None:
-            continue
-        for u, r in zip(part, done.results):
-            store_unit(u, r, done.sittings)
-        shutil.rmtree(ck.checkpoint_of(part, create=False), ignore_errors=True)
-        for c in ck.checkpoints():      # larger ensembles this one was split from, once all their units are stored
-            if not c.committed and all(stored(p) for p in c.units):
-                shutil.rmtree(c.path.parent, ignore_errors=True)
+    # closed on the way out of an interruption here too, so the workers save before the cluster closes
+    with contextlib.closing(_run_parts(parts, found, engine, progress=progress, log=log)) as finished:
+        for part, done in finished:
+            if done is None:
+                continue
+            for u, r in zip(part, done.results):
+                store_unit(u, r, done.sittings)
+            shutil.rmtree(ck.checkpoint_of(part, create=False), ignore_errors=True)
+            for c in ck.checkpoints():  # larger ensembles this one was split from, once all their units are stored
+                if not c.committed and all(stored(p) for p in c.units):
+                    shutil.rmtree(c.path.parent, ignore_errors=True)
     return {label: [store_unit(u, None) for u in us] for label, us in groups.items()}
 
 
@@ -311,23 +363,41 @@ def _run_parts(parts: list[list[Unit]], found: list[ck.Found], engine: Engine | 
             if not all(stored(u) for u in part):
                 yield part, train_part(part, threads=default_threads(), progress=progress, log=log, wait=True)
         return
-    from distributed import as_completed
+    from distributed import Event, as_completed
 
     expect = fingerprint()
     bar = _Progress(parts, found, progress, log)
     engine.client.subscribe_topic(PROGRESS_TOPIC, bar.on_event)
     engine.client.subscribe_topic(LOG_TOPIC, bar.on_log)
+    stop = Event(f"posbias-stop-{uuid.uuid4().hex}", client=engine.client)     # this run's, never another's
     futures = {engine.client.submit(train_part, part, threads=engine.threads, expect=expect, key=part_key(part),
-                                    pure=False, retries=3, resources=engine.resources): part for part in parts}
+                                    pure=False, retries=3, resources=engine.resources, stop_event=stop.name): part
+               for part in parts}
     try:
         for fut in as_completed(futures):
             part = futures[fut]
             yield part, fut.result()
             bar.finished(part)
+    except BaseException:       # interrupted, or closed by the caller on its way out: let the workers save first
+        _stop_workers(stop, [f for f in futures if not f.done()], log)
+        raise
     finally:
         for fut in futures:
             fut.cancel()
         bar.close()
+
+
+def _stop_workers(stop: Any, running: list[Any], log: ck.Log) -> None:
+    """Set the run's stop event and wait (at most ``STOP_SECONDS``) for the ``running`` futures: each
+    part saves its checkpoint at its next step boundary and returns."""
+    if not running:
+        return
+    from distributed import wait
+
+    log(f"stopping: {len(running)} part(s) save their checkpoints first (waiting at most {STOP_SECONDS:.0f} s)")
+    with contextlib.suppress(Exception):
+        stop.set()
+        wait(running, timeout=STOP_SECONDS)
 
 
 class _Progress:

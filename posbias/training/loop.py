@@ -262,7 +262,8 @@ def _resume(run: "Ensemble", ckpt: Path, log: ck.Log, flush: bool) -> Path:
 def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkpoint_seconds: float | None = None,
                 progress: bool = True, threads: int | None = None, autocast_bf16: bool = False,
                 keep_checkpoint: bool = False, log: ck.Log = print,
-                on_step: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+                on_step: Callable[[int], None] | None = None,
+                stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """Train ``units`` (all of one :meth:`Unit.shape_key`) as one ensemble; one result dict per unit.
 
     Every ``eval_every`` steps (and at the end) the six ``IC`` accuracies are measured on the fixed
@@ -274,6 +275,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
     first entry, at step 0, is 0). ``autocast_bf16`` runs the forward pass under bfloat16 autocast
     (results then differ from fp32). Subnormal floats are flushed to zero while it trains
     (:func:`flushed_denormals`; results unchanged). ``on_step(done)`` is called after every step (progress reports).
+    ``stop()`` is asked before every step: True stops the training as a signal does (a Dask
+    worker's task, whose thread receives no signals, is stopped this way by its driver).
     """
     if len({u.shape_key() for u in units}) != 1:
         raise ValueError("units of one ensemble must share depth and training settings")
@@ -293,6 +296,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
             if run.start == 0 and not run.curves["step"]:
                 run.evaluate(0)
             for step in range(run.start, steps):
+                if not got and stop is not None and stop():
+                    got.append(0)           # not a signal: the Interrupted says the driver stopped it
                 if got:
                     break
                 run.step(step, autocast_bf16)
