@@ -24,7 +24,7 @@ __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies",
            "fig4_specs", "fig4_claims", "n_tested", "slot_preference", "FIG3_NAMES", "PAPER_SCALE_STEPS",
            "complete_depths", "fig2_study_claims", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve",
            "fig3_measurable_claims", "fig4_measurable_claims", "Coverage", "Claim", "u_claims", "u_frame",
-           "ExcessPeak", "excess_peaks"]
+           "ExcessPeak", "excess_peaks", "depth_trend_phrase"]
 
 #: The three gaps of the paper: ``acc(IC_a_b) - acc(IC_b_a)``; positive = bias toward ``a`` (earlier).
 GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
@@ -986,6 +986,26 @@ def at_most_zero_phrase(row: Claim, what: str) -> str:
         "reproduced": "below zero beyond the critical value, as claimed.",
         "contradicted": "above zero beyond the critical value, against the claim.",
         "not comparable": "some of the networks it reads did not learn the task."}[row.verdict]
+
+
+def depth_trend_phrase(rows: list[Claim]) -> str:
+    """A sentence answering "does depth amplify the early bias?" from a depth study's claim rows
+    (:func:`fig2_study_claims`): causal No PE's preference for the first slot at each judged depth,
+    then the verdicts of the three depth claims, or that they wait for the shallowest and the
+    deepest depths. No rows: no depth is complete yet."""
+    early = sorted((r for r in rows if r.name.startswith("nope-early-")), key=lambda r: int(r.depth))
+    if not early:
+        return "no depth of the study is complete yet"
+    at = [f"{r.mean:+.3f} ± {r.se:.3f} at {r.depth} layers ({r.verdict})" for r in early]
+    head = "causal No PE's preference for the first slot over the last is " + (
+        at[0] if len(at) == 1 else ", ".join(at[:-1]) + " and " + at[-1])
+    deep = [r for r in rows if r.name.startswith("depth-")]
+    if not deep:
+        return head + "; the depth claims wait for the shallowest and the deepest depths"
+    span = deep[0].depth
+    parts = [f"{r.verdict} for {r.claim.partition(':')[0]} ({r.mean:+.3f} ± {r.se:.3f})" for r in deep]
+    return (head + f"; the first-vs-last gap growing from {span} layers is "
+            + ", ".join(parts[:-1]) + " and " + parts[-1])
 
 
 def expected_false_verdicts(n_claims: int, z: float | None = None, level: float = 0.05) -> float:

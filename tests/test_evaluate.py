@@ -259,6 +259,25 @@ def test_fig2_study_claims_name_only_what_the_finished_study_will():
     assert all(abs(r.mean - same[r.name]) < 1e-12 for r in ends)   # the same numbers as the full study
 
 
+def test_depth_trend_phrase_answers_from_the_rows_judged_so_far():
+    """The residual chapter's answer to "does depth amplify the early bias?": No PE's first-slot
+    preference at each complete depth in order, then the depth claims, or that they wait."""
+    study = [2, 6, 10]
+    assert ev.depth_trend_phrase(ev.fig2_study_claims({}, study, 1000)) == "no depth of the study is complete yet"
+    part = ev.depth_trend_phrase(ev.fig2_study_claims(_fig2_results([6, 2]), study, 1000))
+    assert part.index("at 2 layers") < part.index("at 6 layers") and "at 10 layers" not in part
+    assert part.endswith("the depth claims wait for the shallowest and the deepest depths")
+    rows = ev.fig2_study_claims(_fig2_results(study), study, 1000)
+    text = ev.depth_trend_phrase(rows)
+    early = {r.depth: r for r in rows if r.name.startswith("nope-early-")}
+    assert f"{early['10'].mean:+.3f} ± {early['10'].se:.3f} at 10 layers ({early['10'].verdict})" in text
+    deep = {r.name: r for r in rows if r.depth == "2 to 10"}
+    assert deep["depth-nope"].mean > 0 and deep["depth-decay"].mean == 0      # No PE's gap grows with depth
+    assert (f"growing from 2 to 10 layers is {deep['depth-nope'].verdict} for No PE "
+            f"({deep['depth-nope'].mean:+.3f} ± {deep['depth-nope'].se:.3f})") in text
+    assert text.endswith(f"and {deep['depth-rope'].verdict} for RoPE (+0.000 ± {deep['depth-rope'].se:.3f})")
+
+
 def test_fig2_table_rows_and_standard_errors():
     res = _fig2_results([2, 4])
     t = ev.fig2_table(res, [2, 4], 1000)
