@@ -996,16 +996,18 @@ def depth_trend_phrase(rows: list[Claim]) -> str:
     early = sorted((r for r in rows if r.name.startswith("nope-early-")), key=lambda r: int(r.depth))
     if not early:
         return "no depth of the study is complete yet"
-    at = [f"{r.mean:+.3f} ± {r.se:.3f} at {r.depth} layers ({r.verdict})" for r in early]
-    head = "causal No PE's preference for the first slot over the last is " + (
-        at[0] if len(at) == 1 else ", ".join(at[:-1]) + " and " + at[-1])
+    head = "causal No PE's preference for the first slot over the last is " + _and(
+        [f"{r.mean:+.3f} ± {r.se:.3f} at {r.depth} layers ({r.verdict})" for r in early])
     deep = [r for r in rows if r.name.startswith("depth-")]
     if not deep:
         return head + "; the depth claims wait for the shallowest and the deepest depths"
-    span = deep[0].depth
-    parts = [f"{r.verdict} for {r.claim.partition(':')[0]} ({r.mean:+.3f} ± {r.se:.3f})" for r in deep]
-    return (head + f"; the first-vs-last gap growing from {span} layers is "
-            + ", ".join(parts[:-1]) + " and " + parts[-1])
+    return head + f"; the first-vs-last gap growing from {deep[0].depth} layers is " + _and(
+        [f"{r.verdict} for {r.claim.partition(':')[0]} ({r.mean:+.3f} ± {r.se:.3f})" for r in deep])
+
+
+def _and(items: list[str]) -> str:
+    """``["a", "b", "c"]`` -> ``"a, b and c"``; one item stands alone."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def expected_false_verdicts(n_claims: int, z: float | None = None, level: float = 0.05) -> float:
