@@ -25,11 +25,14 @@ import yaml
 
 from .provenance import ROOT
 
-__all__ = ["NOTEBOOKS", "PROFILES", "ParamError", "Param", "Chapter", "chapter_ids", "get_chapter",
+__all__ = ["NOTEBOOKS", "PROFILES", "BASE_PROFILES", "ParamError", "Param", "Chapter", "chapter_ids", "get_chapter",
            "figure_captions"]
 
 NOTEBOOKS = ROOT / "notebooks"
-PROFILES = ("default", "smoke", "paper")
+#: Every chapter has these (a profile it does not declare is its defaults).
+BASE_PROFILES = ("default", "smoke", "paper")
+#: ``converged`` (train until a stopping rule holds) exists only where a chapter declares it.
+PROFILES = (*BASE_PROFILES, "converged")
 TYPES = ("int", "float", "bool", "str", "int_list", "float_list", "str_list")
 
 
@@ -166,10 +169,17 @@ class Chapter:
     meta: dict[str, Any] = field(default_factory=dict)
     captions: dict[str, str] = field(default_factory=dict)    # figure name -> its {glue:figure} caption
 
+    def profile_names(self) -> list[str]:
+        """The profiles this chapter can run: the three every chapter has and those it declares."""
+        return [p for p in PROFILES if p in BASE_PROFILES or p in self.profiles]
+
     def resolve(self, profile: str = "default", overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """Defaults, then the profile's overrides, then the reader's; all validated. Raises ParamError."""
         if profile not in PROFILES:
             raise ParamError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+        if profile not in BASE_PROFILES and profile not in self.profiles:
+            raise ParamError(f"chapter {self.id!r} has no {profile!r} profile; its profiles are "
+                             f"{', '.join(self.profile_names())}")
         values = {name: p.default for name, p in self.params.items()}
         values.update(self.profiles.get(profile, {}))
         for name, raw in (overrides or {}).items():

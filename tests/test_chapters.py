@@ -33,7 +33,7 @@ def test_parameters_cell_mirrors_the_declaration(cid):
 @pytest.mark.parametrize("cid", CHAPTERS)
 def test_every_profile_resolves(cid):
     ch = get_chapter(cid)
-    for prof in PROFILES:
+    for prof in ch.profile_names():
         values = ch.resolve(prof)
         assert set(values) == set(ch.params)                 # every parameter, nothing else
         for name, v in values.items():                       # each value already in its declared type
@@ -118,11 +118,18 @@ def test_every_chapter_declares_a_cost_model_that_evaluates_in_every_profile(cid
     model = ch.meta.get("cost") or {}
     assert {"seconds", "memory_mb", "calibration"} <= set(model), \
         f"{cid}: declare cost: seconds, memory_mb, calibration"
-    est = {prof: cost._eval(ch, "seconds", ch.resolve(prof)) for prof in PROFILES}
-    mem = {prof: cost._eval(ch, "memory_mb", ch.resolve(prof)) for prof in PROFILES}
-    for prof in PROFILES:
+    est = {prof: cost._eval(ch, "seconds", ch.resolve(prof)) for prof in ch.profile_names()}
+    mem = {prof: cost._eval(ch, "memory_mb", ch.resolve(prof)) for prof in ch.profile_names()}
+    for prof in ch.profile_names():
         assert 0 < est[prof] < math.inf and 0 < mem[prof] < math.inf, (cid, prof, est[prof], mem[prof])
     assert est["smoke"] < 600, est
+
+
+def test_an_undeclared_converged_profile_is_refused():
+    ch = get_chapter("wu-fig-2")
+    assert "converged" in PROFILES and "converged" not in ch.profile_names()
+    with pytest.raises(ParamError, match="no 'converged' profile"):
+        ch.resolve("converged")
 
 
 def test_a_cost_block_with_unknown_keys_or_unsafe_expressions_is_refused(tmp_path, monkeypatch):

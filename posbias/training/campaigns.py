@@ -19,7 +19,14 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "n_sink": 500},
     "paper": {"steps": 100_000, "seeds": [0, 1, 2, 3, 4], "eval_every": 5000, "n_test": 10000,
               "n_sweep": 2000, "n_sink": 10000},
+    # the paper's settings, trained until the stopping rule holds, at most `steps` (the cap)
+    "converged": {"steps": 500_000, "seeds": [0, 1, 2, 3, 4], "eval_every": 5000, "n_test": 10000,
+                  "n_sweep": 2000, "n_sink": 10000, "stop_rule": "plateau-50k"},
 }
+
+#: The Figure 2 configurations the ``converged`` campaign trains first: the networks the depth claims
+#: rest on (No PE and RoPE at depths 6 and 4) and the decay mask at depth 2, whose bias still moves.
+CONVERGED_CONFIGS = ("decay|2", "No PE|6", "RoPE|6", "No PE|4", "RoPE|4")
 
 FIG2_PES = (("causal", "none"), ("decay", "none"), ("causal", "rope"))
 FIG3_CONFIGS = tuple((m, p) for m in ("full", "causal") for p in ("none", "sin", "rope"))
@@ -32,7 +39,8 @@ def fig2_name(mask: str, pe: str) -> str:
 
 def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every: int, n_test: int,
                    n_sweep: int, n_sink: int, depths: list[int] | None = None,
-                   windows: list[int] | None = None, prefixes: list[int] | None = None) -> dict[str, list[Unit]]:
+                   windows: list[int] | None = None, prefixes: list[int] | None = None,
+                   configs: list[str] | None = None, stop_rule: str | None = None) -> dict[str, list[Unit]]:
     """The units of a chapter's campaign, grouped by the label of their configuration.
 
     ``wu-fig-2``: unbiased data, no residual, depths x (causal No PE, decay, causal RoPE).
@@ -41,8 +49,11 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
     ``wu-fig-5``: 2 layers, causal, No PE, no residual, unbiased (shared with ``wu-fig-2``).
     ``wu-fig-6``: unbiased, causal / windows / prefixes, No PE, no residual, ``depths[0]`` layers.
     ``wu-residual-depth``: unbiased, with residual, depths x (causal No PE, decay, causal RoPE).
+    ``wu-converged``: Figure 2's networks of ``configs`` (labels ``"<name>|<depth>"``, default
+    :data:`CONVERGED_CONFIGS`), each trained alone until ``stop_rule`` holds, ``steps`` at most.
     """
-    common = dict(steps=steps, eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink)
+    common = dict(steps=steps, eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink,
+                  stop_rule=stop_rule)
     N = TaskConfig().n_items
     out: dict[str, list[Unit]] = {}
 
@@ -54,6 +65,14 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
         for d in depths or ([2, 4, 6] if not res else [2, 6, 10]):
             for mask, pe in FIG2_PES:
                 add(f"{fig2_name(mask, pe)}|{d}", d, MemberConfig(mask, pe, residual=res), None)
+    elif experiment == "wu-converged":
+        names = {fig2_name(m, p): (m, p) for m, p in FIG2_PES}
+        for label in configs or CONVERGED_CONFIGS:
+            name, _, d = label.partition("|")
+            if name not in names or not d.isdigit():
+                raise ValueError(f"configuration {label!r}: give '<{'|'.join(names)}>|<depth>'")
+            mask, pe = names[name]
+            add(label, int(d), MemberConfig(mask, pe), None)
     elif experiment == "wu-fig-3":
         for mask, pe in FIG3_CONFIGS:
             add(f"{mask}|{pe}", 2, MemberConfig(mask, pe, residual=True), (0, N - 1))
@@ -151,6 +170,10 @@ def _settings(p: Mapping[str, Any]) -> dict[str, Any]:
     return {k: p[k] for k in _SETTINGS}
 
 
+def _converged(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    return "wu-converged", "default", {"configs": list(p["configs"]), "stop_rule": p["stop_rule"], **_settings(p)}
+
+
 def _fig2(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
     return "wu-fig-2", "default", {"depths": list(p["depths"]), **_settings(p)}
 
@@ -188,6 +211,7 @@ def _synthetic(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
 CHAPTER_CAMPAIGNS: dict[str, Callable[[Mapping[str, Any]], tuple[str, str, dict[str, Any]]]] = {
     "wu-fig-2": _fig2, "wu-residual-depth": _residual, "wu-fig-3": _fig3, "wu-fig-4": _fig4,
     "wu-fig-5": _fig5, "wu-fig-6": _fig6, "sinks-synthetic-vs-real": _synthetic,
+    "wu-bias-over-training": _converged,
 }
 
 

@@ -243,6 +243,26 @@ class Ensemble:
         return out
 
 
+def _stop_rule(units: list[Unit]) -> Any:
+    """The :class:`~posbias.convergence.StopRule` the units train under, or None (a fixed number of
+    steps). A unit with a rule trains alone: its stop must depend on its own curves only."""
+    if units[0].stop_rule is None:
+        return None
+    from ..convergence import rule
+
+    if len(units) != 1:
+        raise ValueError(f"a unit with the stopping rule {units[0].stop_rule!r} trains alone, got {len(units)}")
+    return rule(units[0].stop_rule)
+
+
+def _rule_holds(run: "Ensemble", rule: Any) -> bool:
+    """Does ``rule`` hold on the one member's curves at its last evaluation?"""
+    from ..convergence import rule_holds
+
+    c = {k: [row[0] if isinstance(row, list) else row for row in v] for k, v in run.curves.items()}
+    return bool(rule_holds(c, run.units[0].n_test, rule))
+
+
 def _resume(run: "Ensemble", ckpt: Path, log: ck.Log, flush: bool) -> Path:
     """Resume ``run`` from the checkpoint file ``ckpt`` when it holds these units (exactly), and
     record this sitting (``flush``: whether subnormals are flushed); returns ``ckpt``. Temporary files
@@ -286,6 +306,9 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
     with flushed_denormals() as flush:    # faster late in training, results unchanged
         run, steps = Ensemble(units, device()), units[0].steps
         ckpt = None if checkpoint_dir is None else _resume(run, Path(checkpoint_dir) / "state.pt", log, flush)
+        rule = _stop_rule(units)
+        if rule is not None and run.start and _rule_holds(run, rule):
+            steps = run.start               # it stopped here already (killed before its results were written)
         bar = None
         if progress:
             from ..report import progress as _progress  # rare plain-text updates inside an executed notebook
@@ -296,12 +319,16 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
             if run.start == 0 and not run.curves["step"]:
                 run.evaluate(0)
             for step in range(run.start, steps):
+                if done == steps:
+                    break
                 if not got and stop is not None and stop():
                     got.append(0)           # not a signal: the Interrupted says the driver stopped it
                 if got:
                     break
                 run.step(step, autocast_bf16)
                 done = step + 1
+                if rule is not None and done % units[0].eval_every == 0 and _rule_holds(run, rule):
+                    steps = done            # the stopping rule holds: this is the last step
                 if bar is not None:
                     bar.update(1)
                 if on_step is not None:
@@ -322,6 +349,10 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
         log(f"trained {steps - run.start} of {steps} steps (steps {run.start}..{steps}) in "
             f"{time.perf_counter() - t_run:.1f} s")
         results = run.results(train_seconds)
+        if rule is not None:
+            for r in results:
+                r["stop"] = {"rule": rule.to_dict(), "stopped_at": steps,
+                             "reason": "rule" if steps < units[0].steps or _rule_holds(run, rule) else "cap"}
         if ckpt is not None and not keep_checkpoint:
             ckpt.unlink(missing_ok=True)
         return results

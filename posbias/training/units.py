@@ -59,6 +59,9 @@ class Unit:
     n_test: int = 10000
     n_sweep: int = 2000
     n_sink: int = 1000
+    #: A stopping rule of :data:`posbias.convergence.RULES`: train until it holds, ``steps`` at most
+    #: (the ``converged`` profile). None: exactly ``steps`` (the key then omits it, as before it existed).
+    stop_rule: str | None = None
 
     def params(self) -> dict[str, Any]:
         """The store key: everything the result depends on."""
@@ -66,7 +69,8 @@ class Unit:
                 "target_slots": None if self.target_slots is None else list(self.target_slots),
                 "seed": self.seed, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
                 "weight_decay": self.weight_decay, "eval_every": self.eval_every, "n_test": self.n_test,
-                "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": TEST_SEED}
+                "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": TEST_SEED,
+                **({"stop_rule": self.stop_rule} if self.stop_rule is not None else {})}
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "Unit":
@@ -79,6 +83,8 @@ class Unit:
                 kw[f.name] = cfg
             elif f.name == "target_slots":
                 kw[f.name] = None if params[f.name] is None else tuple(params[f.name])
+            elif f.name == "stop_rule":
+                kw[f.name] = params.get(f.name)
             else:
                 kw[f.name] = params[f.name]
         unit = cls(**kw)
@@ -90,13 +96,15 @@ class Unit:
     def shape_key(self) -> tuple:
         """Units with equal keys can share one ensemble."""
         return (self.depth, self.steps, self.batch_size, self.lr, self.weight_decay, self.eval_every,
-                self.n_test, self.n_sweep, self.n_sink, self.config.rope_base)
+                self.n_test, self.n_sweep, self.n_sink, self.config.rope_base, self.stop_rule)
 
     def group_key(self) -> tuple:
         """How campaigns group units into ensembles: by :meth:`shape_key` and PE, so that RoPE and
         the sinusoidal PE act on whole ensembles (a mixed one pays a gather and a scatter; measured in
-        ``benchmarks/train_throughput.py``). Grouping never changes a unit's result."""
-        return (*self.shape_key(), self.config.pe)
+        ``benchmarks/train_throughput.py``). Grouping never changes a unit's result. A unit with a
+        stopping rule trains alone (its seed in the key): it stops when its own curves say so."""
+        alone = () if self.stop_rule is None else (self.config, self.seed)
+        return (*self.shape_key(), self.config.pe, *alone)
 
 
 _TEST_CACHE: dict[tuple, Any] = {}

@@ -1,0 +1,89 @@
+"""The statistics of the verdicts: a mean over runs with its standard error, Student's t, and Holm's
+correction over a family of claims. Pure functions of numbers; no networks, no claims."""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["seed_mean_se", "VERDICTS", "t_critical", "p_value", "verdict", "holm"]
+
+
+def seed_mean_se(values, n_test: int) -> tuple[float, float]:
+    """Mean over seeds of a gap (or a difference of gaps) and its standard error.
+
+    The error adds the spread between seeds (sample variance / n, zero with one seed) and the
+    binomial noise of the test sets, at most ``0.5 / n_test`` for a difference of two accuracies
+    (each with variance ``<= 1/(4 n_test)``). That bound is *not* divided by the number of seeds:
+    every seed is tested on the same sequences (``train.TEST_SEED``), so the part of the test noise
+    that the seeds share does not average out over them (the part they do not share is already in
+    the spread between seeds, which makes the sum an upper bound).
+    """
+    v = torch.as_tensor(values, dtype=torch.float64).flatten()
+    n = v.numel()
+    var_seed = float(v.var(unbiased=True)) if n > 1 else 0.0
+    return float(v.mean()), float((var_seed / n + 0.5 / n_test) ** 0.5)
+
+
+#: The verdicts of a claim, in the order the chapters count them. ``not comparable``: the claim rests
+#: on networks of which some did not learn the task (:func:`learned`), so its quantity measures how
+#: far training got, not a position bias; it is neither reproduced nor contradicted.
+VERDICTS = ("reproduced", "inconclusive", "contradicted", "not comparable")
+
+
+def t_critical(n_runs: int, level: float = 0.05) -> float:
+    """Two-sided critical value of Student's t with ``n_runs - 1`` degrees of freedom at ``level``
+    (2.776 at 5 runs, 0.05): a claim's mean must lie this many standard errors from zero.
+
+    With one run there is no spread between runs to estimate and the standard error is the
+    binomial bound of the test sets alone, a known variance: the normal quantile (1.960) is used.
+    """
+    from scipy import stats
+
+    if n_runs < 2:
+        return float(stats.norm.ppf(1 - level / 2))
+    return float(stats.t.ppf(1 - level / 2, n_runs - 1))
+
+
+def p_value(mean: float, se: float, n_runs: int) -> float:
+    """Two-sided p-value of ``mean / se`` under Student's t with ``n_runs - 1`` degrees of freedom
+    (normal with one run, as :func:`t_critical`); 1.0 for a zero mean, 0.0 for a zero error."""
+    from scipy import stats
+
+    if mean == 0:
+        return 1.0
+    if se == 0:
+        return 0.0
+    t = abs(mean) / se
+    return float(2 * (stats.norm.sf(t) if n_runs < 2 else stats.t.sf(t, n_runs - 1)))
+
+
+def verdict(mean: float, se: float, sign: int = 1, z: float | None = None, *, n_runs: int | None = None,
+            level: float = 0.05) -> str:
+    """``reproduced`` if ``sign * mean > z * se``, ``contradicted`` if ``sign * mean < -z * se``, else
+    ``inconclusive``: a claim "this quantity is positive" (``sign=+1``) or "negative" (``sign=-1``).
+
+    The threshold ``z`` is, unless given, Student's t critical value for ``n_runs`` runs
+    (:func:`t_critical`, ``runs - 1`` degrees of freedom, two-sided ``level``): 2.78 at 5 runs at
+    the 5% level. A mean beyond two standard errors, the rule before, is lenient with five runs.
+    Without ``n_runs`` nor ``z``: 2.
+    """
+    if z is None:
+        z = t_critical(n_runs, level) if n_runs is not None else 2.0
+    if sign * mean > z * se:
+        return "reproduced"
+    if sign * mean < -z * se:
+        return "contradicted"
+    return "inconclusive"
+
+
+def holm(pvalues: list[float], level: float = 0.05) -> list[bool]:
+    """Holm's step-down correction: which of ``pvalues`` are rejected with the family-wise error rate
+    at most ``level``. The ``k``-th smallest p-value (``k = 0, 1, ...``) is compared with
+    ``level / (m - k)``; the first that fails stops the rejections."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [False] * len(pvalues)
+    m = len(pvalues)
+    for k, i in enumerate(order):
+        if pvalues[i] > level / (m - k):
+            break
+        out[i] = True
+    return out

@@ -1,0 +1,111 @@
+"""The stopping rule of the ``converged`` profile and the reading of learning curves, on synthetic
+curves with a known plateau, a known drift and a known sign change, and on a tiny training run."""
+import numpy as np
+import pytest
+
+from posbias import convergence as cv
+from posbias import train
+
+N_TEST = 10_000
+
+
+def _curves(steps, gap_fl, loss, base=0.5):
+    """Curves whose first-last gap is ``gap_fl`` (the others 0) and loss ``loss``, per step."""
+    g = np.asarray(gap_fl, dtype=float)
+    c = {"step": list(steps), "loss": list(loss)}
+    for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
+        c[f"IC_{a}_{b}"] = [base] * len(steps)
+    c["IC_first_last"] = list(base + g / 2)
+    c["IC_last_first"] = list(base - g / 2)
+    return c
+
+
+STEPS = list(range(0, 300_001, 5000))
+
+
+def test_a_plateau_stops_at_the_first_step_allowed():
+    c = _curves(STEPS, [0.1] * len(STEPS), [1.0] * len(STEPS))
+    assert cv.stop_step(c, N_TEST, cv.PLATEAU) == cv.PLATEAU.min_step
+
+
+def test_a_drift_larger_than_two_standard_errors_never_stops():
+    se = float(cv.gap_se(_curves([0], [0.0], [1.0]), "first-last", N_TEST)[0])
+    # a gap that moves 3 SE per 50,000 iterations, forever
+    c = _curves(STEPS, [3 * se * s / 50_000 for s in STEPS], [1.0] * len(STEPS))
+    assert cv.stop_step(c, N_TEST, cv.PLATEAU) is None
+    # and one that moves 1 SE per 50,000 iterations passes
+    c = _curves(STEPS, [1 * se * s / 50_000 for s in STEPS], [1.0] * len(STEPS))
+    assert cv.stop_step(c, N_TEST, cv.PLATEAU) == cv.PLATEAU.min_step
+
+
+def test_a_falling_loss_holds_the_rule_until_it_flattens():
+    # the loss falls 2% per 50k iterations until 200k, then stays: the window must clear the fall
+    loss = [1.0 - 0.02 * min(s, 200_000) / 50_000 for s in STEPS]
+    c = _curves(STEPS, [0.0] * len(STEPS), loss)
+    stop = cv.stop_step(c, N_TEST, cv.PLATEAU)
+    assert 200_000 < stop <= 250_000          # not while it falls 2% a window; once the fit clears the fall
+    assert not cv.rule_holds(c, N_TEST, cv.PLATEAU, 200_000)
+
+
+def test_the_window_change_is_the_least_squares_slope_times_the_window():
+    steps = [0, 10, 20, 30]
+    assert float(cv.window_change(steps, np.array([1.0, 2.0, 3.0, 4.0]), 30, 20)) == pytest.approx(2.0)
+    two = cv.window_change(steps, np.array([[0, 0], [1, -1], [2, -2], [3, -3.0]]), 30, 30)
+    assert two.tolist() == pytest.approx([3.0, -3.0])
+    with pytest.raises(ValueError, match="need two"):
+        cv.window_change(steps, np.zeros(4), 30, 5)
+
+
+def test_sign_stable_from_finds_the_last_sign_change():
+    steps = [0, 10, 20, 30, 40]
+    mean, se = np.array([0.2, -0.1, 0.015, 0.3, 0.4]), np.full(5, 0.01)
+    assert cv.sign_stable_from(steps, mean, se) == (30, 1)
+    assert cv.sign_stable_from(steps, -mean, se) == (30, -1)
+    assert cv.sign_stable_from(steps, np.array([0.2, 0.2, 0.2, 0.2, 0.0]), se) is None
+
+
+def test_plateau_rows_tells_a_moving_mean_from_a_still_one():
+    steps = list(range(0, 100_001, 5000))
+    rng = np.random.default_rng(0)
+    flat = 0.1 + 0.002 * rng.standard_normal((len(steps), 5))
+    drift = flat + np.outer(np.array(steps) / 100_000, np.ones(5)) * 0.2
+    assert not cv.plateau_rows(steps, flat, 20_000)["moving"]
+    assert cv.plateau_rows(steps, drift, 20_000)["moving"]
+
+
+def test_an_unknown_rule_is_refused():
+    with pytest.raises(ValueError, match="plateau-50k"):
+        cv.rule("plateau-1k")
+
+
+def test_a_unit_with_a_rule_stops_when_it_holds_and_agrees_with_the_fixed_run(tmp_path, monkeypatch):
+    """A tiny rule (from step 20, window 10, loose bounds) stops a 200-step cap early; the curves it
+    has are exactly the first ones of the same unit trained a fixed number of steps, and its record
+    says where and why it stopped. A rule that cannot hold trains to the cap and says so."""
+    loose = cv.StopRule(name="tiny-loose", window=10, min_step=20, cap=200, gap_z=1e9, loss_rel=1e9)
+    never = cv.StopRule(name="tiny-never", window=10, min_step=20, cap=200, gap_z=-1.0, loss_rel=-1.0)
+    monkeypatch.setitem(cv.RULES, loose.name, loose)
+    monkeypatch.setitem(cv.RULES, never.name, never)
+    kw = dict(steps=200, seeds=[0], eval_every=10, n_test=64, n_sweep=32, n_sink=32, configs=["decay|2"])
+    u_loose = train.campaign_units("wu-converged", stop_rule="tiny-loose", **kw)["decay|2"][0]
+    u_never = train.campaign_units("wu-converged", stop_rule="tiny-never", **kw)["decay|2"][0]
+    u_fixed = train.campaign_units("wu-converged", **{**kw, "steps": 20})["decay|2"][0]
+    assert "stop_rule" not in u_fixed.params() and u_loose.params()["stop_rule"] == "tiny-loose"
+    quiet = dict(progress=False, log=lambda s: None, threads=1)
+    (r_loose,) = train.train_units([u_loose], **quiet)
+    (r_fixed,) = train.train_units([u_fixed], **quiet)
+    assert r_loose["stop"]["stopped_at"] == 20 and r_loose["stop"]["reason"] == "rule"
+    assert r_loose["curves"] == r_fixed["curves"] and r_loose["ic_accuracy"] == r_fixed["ic_accuracy"]
+    (r_never,) = train.train_units([u_never], checkpoint_dir=tmp_path, **quiet)
+    assert r_never["stop"]["stopped_at"] == 200 and r_never["stop"]["reason"] == "cap"
+    assert r_never["curves"]["step"][-1] == 200
+    assert "stop" not in r_fixed
+    with pytest.raises(ValueError, match="trains alone"):
+        train.train_units([u_loose, u_never.__class__(**{**u_loose.__dict__, "seed": 1})], **quiet)
+
+
+def test_units_without_a_rule_keep_their_keys():
+    """Adding the field changed no stored key: a paper unit's params have no ``stop_rule``."""
+    u = train.campaign_units("wu-fig-2", **train.PROFILES["paper"], depths=[2])["decay|2"][0]
+    assert "stop_rule" not in u.params() and train.Unit.from_params(u.params()) == u
+    assert train.stored_campaign("wu-fig-2", "paper", depths=[2])["decay|2"][0] is not None
