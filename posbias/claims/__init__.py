@@ -1,0 +1,362 @@
+"""The claim register and its one judge.
+
+``wu2025.yml`` beside this file lists every claim the book judges about Wu et al.'s trained networks:
+the paper's words, where they stand, the setting (campaign and configurations: the only units an
+entry may be judged on), the quantity (:mod:`.quantities`) and its direction. :func:`load` reads and
+validates it; :func:`judge` judges entries on stored units with the register's judge (Student's t
+over runs, then Holm over the entries judged together); :func:`judge_register` judges the whole
+register on the committed paper-profile units, the family of the headline counts. Chapters, the
+scoreboard and the front page print what these return; none builds claims of its own.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from .. import stats
+from .quantities import QUANTITIES, Measure
+
+__all__ = ["Entry", "Judge", "Register", "Judged", "NOT_YET", "STATUSES", "load", "register", "judge",
+           "judge_register", "quotes_missing", "counts", "share_counts", "table", "publish", "normalise", "QUANTITIES"]
+
+REGISTER = Path(__file__).with_name("wu2025.yml")
+#: The status of an entry whose units are not all stored.
+NOT_YET = "not yet"
+STATUSES = ("reproduced", "inconclusive", "contradicted", NOT_YET)
+_DIRECTIONS = {"> 0": 1, "< 0": -1}
+_SETTING_KEYS = ("campaign", "configs", "residual", "training_bias")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One claim of the register (see the header of ``wu2025.yml``)."""
+
+    id: str
+    quote: str
+    where: str
+    setting: dict[str, Any]
+    quantity: str
+    args: dict[str, Any]
+    direction: str
+    reading: str = ""
+    guard: dict[str, Any] | None = None
+    excludes: str | None = None
+    source: str | None = None
+    paper_value: float | None = None
+
+    @property
+    def sign(self) -> int:
+        return _DIRECTIONS[self.direction]
+
+    @property
+    def campaign(self) -> str:
+        return self.setting["campaign"]
+
+    @property
+    def configs(self) -> list[str]:
+        return list(self.setting["configs"])
+
+    @property
+    def figure(self) -> str:
+        """``"Figure 2"``, ``"Figure 6"``, ... from :attr:`where` (its last ``Figure N``)."""
+        m = re.findall(r"Figure (\d+)", self.where)
+        return f"Figure {m[-1]}" if m else self.where
+
+
+@dataclass(frozen=True)
+class Judge:
+    """The judge written at the top of the register, before judging."""
+
+    level: float
+    share: float
+    other_shares: tuple[float, ...]
+    text: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Register:
+    judge: Judge
+    entries: tuple[Entry, ...]
+
+    def select(self, *, campaign: str | None = None, figure: str | None = None) -> list[Entry]:
+        """The entries of one campaign and/or one figure, in register order."""
+        return [e for e in self.entries if (campaign is None or e.campaign == campaign)
+                and (figure is None or e.figure == figure)]
+
+    def figures(self) -> list[str]:
+        return list(dict.fromkeys(e.figure for e in self.entries))
+
+
+def normalise(text: str) -> str:
+    """Whitespace collapsed to single spaces and stripped: how quotes are compared with the paper."""
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def quotes_missing(reg: Register, paper_text: str) -> list[str]:
+    """The ids of the entries whose quote is not in ``paper_text`` (both :func:`normalise`-d)."""
+    text = normalise(paper_text)
+    return [e.id for e in reg.entries if normalise(e.quote) not in text]
+
+
+def _measurement_key(e: Entry) -> str:
+    """What an entry measures, independent of how its campaign names things: the quantity, and its
+    args with every configuration label replaced by the store keys of its paper-profile units."""
+    from ..training.campaigns import units_of
+    from ..training.units import unit_key
+
+    groups = units_of(e.campaign, "paper", {})      # the paper's configurations
+    missing = [c for c in e.configs if c not in groups]
+    if missing:
+        raise ValueError(f"claim {e.id}: configurations {missing} are not in campaign {e.campaign!r}; it has "
+                         f"{sorted(groups)}")
+
+    def canon(v: Any) -> Any:
+        if isinstance(v, str) and v in groups:
+            return [unit_key(u) for u in groups[v]]
+        return [canon(x) for x in v] if isinstance(v, list) else v
+
+    return json.dumps([e.quantity, {k: canon(v) for k, v in sorted(e.args.items())},
+                       sorted(unit_key(u) for c in e.configs for u in groups[c])], sort_keys=True)
+
+
+def _check_setting(e: Entry) -> None:
+    """The descriptive fields of a setting agree with the units of its configurations."""
+    from ..training.campaigns import units_of
+
+    groups = units_of(e.campaign, "paper", {})      # the paper's configurations
+    for c in e.configs:
+        u = groups[c][0]
+        if u.config.residual != e.setting["residual"]:
+            raise ValueError(f"claim {e.id}: setting says residual={e.setting['residual']}, but {c} has "
+                             f"residual={u.config.residual}")
+        biased = u.target_slots is not None
+        if biased != (e.setting["training_bias"] != "none"):
+            raise ValueError(f"claim {e.id}: setting says training bias {e.setting['training_bias']!r}, but {c} "
+                             f"trains with target slots {u.target_slots}")
+
+
+def load(path: Path | str = REGISTER) -> Register:
+    """Read and validate a register. Refuses (``ValueError``): an unknown quantity or direction, args
+    the quantity does not take, a configuration the campaign lacks, a setting that disagrees with its
+    units, two entries with one id, and two entries with the same quantity and args on the same units
+    (one measurement counted twice)."""
+    import yaml
+
+    raw = yaml.safe_load(Path(path).read_text())
+    j = raw["judge"]
+    judge_ = Judge(float(j["level"]), float(j["convergence"]["share"]),
+                   tuple(float(x) for x in j["convergence"]["others"]),
+                   {k: str(v) for k, v in j.items() if isinstance(v, str)} | {"share_grounds": j["convergence"]["grounds"]})
+    entries, seen_ids, seen_quantities = [], set(), {}
+    for item in raw["claims"]:
+        unknown = set(item) - {f.name for f in dataclasses.fields(Entry)}
+        if unknown:
+            raise ValueError(f"claim {item.get('id')}: unknown fields {sorted(unknown)}")
+        e = Entry(**item)
+        if e.id in seen_ids:
+            raise ValueError(f"claim {e.id}: two entries with this id")
+        seen_ids.add(e.id)
+        if set(e.setting) != set(_SETTING_KEYS):
+            raise ValueError(f"claim {e.id}: a setting has exactly {', '.join(_SETTING_KEYS)}")
+        if e.direction not in _DIRECTIONS:
+            raise ValueError(f"claim {e.id}: direction {e.direction!r}; give one of {list(_DIRECTIONS)}")
+        for q, args in [(e.quantity, e.args)] + ([(e.guard["quantity"], e.guard["args"])] if e.guard else []):
+            if q not in QUANTITIES:
+                raise ValueError(f"claim {e.id}: unknown quantity {q!r}; quantities: {', '.join(QUANTITIES)}")
+            import inspect
+
+            params = set(inspect.signature(QUANTITIES[q]).parameters) - {"units"}
+            if set(args) != params:
+                raise ValueError(f"claim {e.id}: {q} takes {sorted(params)}, got {sorted(args)}")
+        if e.guard and not e.excludes:
+            raise ValueError(f"claim {e.id}: a guard needs 'excludes', saying what it rules out")
+        key = _measurement_key(e)          # first: it names a configuration the campaign lacks
+        _check_setting(e)
+        if key in seen_quantities:
+            raise ValueError(f"claims {seen_quantities[key]} and {e.id}: the same quantity ({e.quantity}) on the "
+                             "same units; one measurement is one claim")
+        seen_quantities[key] = e.id
+        entries.append(e)
+    return Register(judge_, tuple(entries))
+
+
+_CACHE: dict[str, Register] = {}
+
+
+def register() -> Register:
+    """The book's register (``wu2025.yml``), loaded once per process."""
+    if "wu2025" not in _CACHE:
+        _CACHE["wu2025"] = load()
+    return _CACHE["wu2025"]
+
+
+# --------------------------------------------------------------------------- the judge
+
+@dataclass
+class Judged:
+    """One entry judged: ``status`` by Student's t alone, ``holm`` after Holm's correction over the
+    entries judged together (both :data:`NOT_YET` without units). ``share``: the lowest, over the
+    entry's configurations, of the seed-mean final IC accuracy over the setting's ceiling;
+    ``converged``: ``share >= judge.share``; ``still_rising``: accuracy still rising at the end."""
+
+    entry: Entry
+    status: str
+    holm: str
+    mean: float | None = None
+    se: float | None = None
+    crit: float | None = None
+    p: float | None = None
+    n_runs: int = 0
+    guard_mean: float | None = None
+    guard_se: float | None = None
+    share: float | None = None
+    converged: bool | None = None
+    still_rising: bool | None = None
+    ceiling: float | None = None
+    units_missing: list[str] = field(default_factory=list)
+
+
+def _mean_se(m: Measure) -> tuple[float, float, int]:
+    v = m.per_seed.to(torch.float64).flatten()
+    n = v.numel()
+    var = float(v.var(unbiased=True)) if n > 1 else 0.0
+    return float(v.mean()), math.sqrt(var / n + m.n_acc / (4 * m.n)), n
+
+
+def _p_toward(mean: float, se: float, n: int, sign: int) -> float:
+    """The two-sided p-value when the mean lies on the claimed side, else 1."""
+    return stats.p_value(mean, se, n) if sign * mean > 0 else 1.0
+
+
+def _complete(e: Entry, units: Mapping[str, Sequence[dict | None]]) -> list[str]:
+    """The configurations of ``e`` without all their runs in ``units``."""
+    return [c for c in e.configs if c not in units or not units[c] or any(u is None for u in units[c])]
+
+
+def _accuracy(us: Sequence[dict]) -> float:
+    names = list(us[0]["ic_accuracy"])
+    return float(sum(u["ic_accuracy"][n] for u in us for n in names) / (len(us) * len(names)))
+
+
+def _ceiling_group(campaign: str, label: str) -> str:
+    """Configurations trained on the same data: Figure 4's per training bias, the others per campaign."""
+    return f"{campaign}/{label.split('|', 1)[0]}" if campaign == "wu-fig-4" else campaign
+
+
+def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[dict | None]]],
+          level: float | None = None, share: float | None = None) -> list[Judged]:
+    """Judge ``entries`` on ``units`` (campaign -> label -> one stored result or None per seed), with
+    Holm's correction over the entries judged here. ``level`` and ``share`` default to the register's."""
+    reg_judge = register().judge
+    level = reg_judge.level if level is None else level
+    share = reg_judge.share if share is None else share
+    ceilings: dict[str, float] = {}
+    for campaign, groups in units.items():
+        for label, us in groups.items():
+            if us and all(u is not None for u in us):
+                g = _ceiling_group(campaign, label)
+                ceilings[g] = max(ceilings.get(g, 0.0), _accuracy(us))
+    out = []
+    for e in entries:
+        got = units.get(e.campaign, {})
+        missing = _complete(e, got)
+        if missing:
+            out.append(Judged(e, NOT_YET, NOT_YET, units_missing=missing))
+            continue
+        m = QUANTITIES[e.quantity](got, **e.args)
+        mean, se, n = _mean_se(m)
+        crit = stats.t_critical(n, level)
+        status = stats.verdict(mean, se, e.sign, crit)
+        p = stats.p_value(mean, se, n)
+        gm = gs = None
+        if e.guard is not None:
+            g = QUANTITIES[e.guard["quantity"]](got, **e.guard["args"])
+            gm, gs, _ = _mean_se(g)
+            if status == "reproduced" and stats.verdict(gm, gs, 1, crit) != "reproduced":
+                status = "inconclusive"             # intersection-union: both must hold
+            if e.sign * mean > 0:
+                p = max(p, _p_toward(gm, gs, n, 1))
+        used = [u for c in e.configs for u in got[c]]
+        shares = [_accuracy(got[c]) / ceilings[_ceiling_group(e.campaign, c)] for c in e.configs]
+        out.append(Judged(e, status, status, mean, se, crit, p, n, gm, gs, min(shares), min(shares) >= share,
+                          _rising(used), max(ceilings[_ceiling_group(e.campaign, c)] for c in e.configs)))
+    tested = [j for j in out if j.status != NOT_YET]
+    for j, rejected in zip(tested, stats.holm([j.p for j in tested], level)):
+        if not rejected:
+            j.holm = "inconclusive"
+        else:
+            j.holm = "reproduced" if j.entry.sign * j.mean > 0 else "contradicted"
+    return out
+
+
+def _rising(units: list[dict]) -> bool:
+    from ..evaluate import rising
+
+    return rising(units, int(units[0]["params"]["n_test"]))
+
+
+def judge_register(profile: str = "paper") -> list[Judged]:
+    """Every entry of the register judged on the stored units of ``profile`` (committed data and the
+    user cache; nothing trains), Holm over the whole register: the book's headline."""
+    from ..training.campaigns import stored_campaign
+
+    reg = register()
+    units = {c: stored_campaign(c, profile) for c in dict.fromkeys(e.campaign for e in reg.entries)}
+    return judge(reg.entries, units)
+
+
+def counts(judged: Sequence[Judged], holm: bool = True) -> dict[str, int]:
+    """Entries per status (:data:`STATUSES`), by Holm's verdicts (``holm``) or by t alone; and ``total``."""
+    out = {s: sum((j.holm if holm else j.status) == s for j in judged) for s in STATUSES}
+    return {**out, "total": len(judged)}
+
+
+def share_counts(judged: Sequence[Judged], share: float) -> dict[str, int]:
+    """At the convergence ``share``: how many judged entries rest on networks below it, per Holm verdict."""
+    low = [j for j in judged if j.status != NOT_YET and j.share is not None and j.share < share]
+    return {s: sum(j.holm == s for j in low) for s in STATUSES[:3]} | {"not converged": len(low)}
+
+
+def table(judged: Sequence[Judged]):
+    """A ``pandas.DataFrame``, one row per entry: id, what is measured, verdict, after Holm, mean ± SE,
+    runs, the networks' share of the ceiling, and the convergence note."""
+    import pandas as pd
+
+    share = register().judge.share
+    rows = []
+    for j in judged:
+        done = j.mean is not None
+        rows.append({"claim": j.entry.id, "measured": j.entry.reading, "where": j.entry.where,
+                     "verdict": j.status, "after Holm": j.holm,
+                     "mean ± SE": f"{j.mean:+.3f} ± {j.se:.3f}" if done else "units missing: " + ", ".join(j.units_missing),
+                     "runs": j.n_runs if done else "",
+                     "share of ceiling": f"{j.share:.2f}" if done else "",
+                     "networks": ("" if not done else "not converged" if j.share < share else "converged")
+                     + (", accuracy still rising" if j.still_rising else "")})
+    return pd.DataFrame(rows)
+
+
+def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
+    """Glue counts and each entry's verdict for a chapter's prose: ``<prefix>n_<status>`` and
+    ``<prefix>holm_n_<status>`` per status, ``<prefix>n_claims``, ``<prefix>n_not_converged``,
+    ``<prefix>v_<id>``/``h_<id>`` (verdict, after Holm) and ``m_<id>``/``s_<id>`` (mean, SE, or ``nan``)."""
+    from .. import report
+
+    for holm, tag in ((False, ""), (True, "holm_")):
+        for s, n in counts(judged, holm).items():
+            report.value(f"{prefix}{tag}n_{s.replace(' ', '_')}", n)
+    report.value(f"{prefix}n_claims", len(judged))
+    report.value(f"{prefix}n_not_converged", sum(bool(j.converged is False) for j in judged))
+    for j in judged:
+        key = j.entry.id.replace("-", "_")
+        report.value(f"{prefix}v_{key}", j.status)
+        report.value(f"{prefix}h_{key}", j.holm)
+        report.value(f"{prefix}m_{key}", float("nan") if j.mean is None else j.mean)
+        report.value(f"{prefix}s_{key}", float("nan") if j.se is None else j.se)

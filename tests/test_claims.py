@@ -1,0 +1,154 @@
+"""The claim register: every quote is the paper's, one quantity is one claim, and the judge gives
+the right verdicts on synthetic units with a known effect (present, absent, reversed)."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posbias import claims
+
+PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "wu2025-emergence-of-position-bias.txt"
+N_TEST = 10_000
+
+
+def test_every_quote_is_in_the_papers_text():
+    if not PAPER.is_file():
+        pytest.skip(f"the paper's text is not beside this checkout ({PAPER})")
+    reg = claims.register()
+    assert claims.quotes_missing(reg, PAPER.read_text()) == []
+    assert len(reg.entries) >= 50
+
+
+def test_a_quote_not_in_the_paper_is_found_missing():
+    reg = claims.register()
+    first = reg.entries[0]
+    same = [e.id for e in reg.entries if claims.normalise(e.quote) == claims.normalise(first.quote)]
+    text = " ".join(e.quote for e in reg.entries if e.id not in same)      # the first quote left out
+    assert same and claims.quotes_missing(reg, text) == same
+    spaced = first.quote.replace(" ", "\n  ")                              # whitespace does not matter
+    assert claims.quotes_missing(reg, text + " " + spaced) == []
+
+
+def _write(tmp_path, entries):
+    raw = yaml.safe_load(claims.REGISTER.read_text())
+    raw["claims"] = entries
+    p = tmp_path / "reg.yml"
+    p.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    return p
+
+
+def _raw(id_):
+    return next(e for e in yaml.safe_load(claims.REGISTER.read_text())["claims"] if e["id"] == id_)
+
+
+def test_one_quantity_on_the_same_units_is_refused(tmp_path):
+    a = _raw("fig2-nope-early-2")
+    b = {**a, "id": "fig2-nope-early-2-again", "quote": "a second reading"}
+    with pytest.raises(ValueError, match="same quantity"):
+        claims.load(_write(tmp_path, [a, b]))
+    # Figure 5's and Figure 6's causal sink is one measurement: the same units under two campaigns
+    s = _raw("fig6-causal-first")
+    dup = {**s, "id": "fig2-sink", "setting": {**s["setting"], "campaign": "wu-fig-5", "configs": ["causal|none"]},
+           "args": {"config": "causal|none"}, "guard": {"quantity": "first_key_excess", "args": {"config": "causal|none"}}}
+    with pytest.raises(ValueError, match="same quantity"):
+        claims.load(_write(tmp_path, [s, dup]))
+
+
+def test_a_register_refuses_bad_entries(tmp_path):
+    a = _raw("fig2-nope-early-2")
+    for bad, msg in [({**a, "quantity": "gapp"}, "unknown quantity"),
+                     ({**a, "args": {"config": "No PE|2"}}, "takes"),
+                     ({**a, "direction": ">= 0"}, "direction"),
+                     ({**a, "setting": {**a["setting"], "residual": True}}, "residual"),
+                     ({**a, "setting": {**a["setting"], "configs": ["No PE|3"]}, "args": {"config": "No PE|3", "pair": "first-last"}}, "not in campaign"),
+                     ({**_raw("fig6-causal-first"), "excludes": None}, "needs 'excludes'")]:
+        with pytest.raises(ValueError, match=msg):
+            claims.load(_write(tmp_path, [bad]))
+    with pytest.raises(ValueError, match="two entries with this id"):
+        claims.load(_write(tmp_path, [a, {**a, "quantity": "gap_contrast",
+                                          "args": {"config": "No PE|2", "larger": "first-last", "smaller": "middle-last"}}]))
+
+
+# --------------------------------------------------------------------------- synthetic units
+
+def _unit(gaps: dict[str, float], depth: int = 2, acc: float = 0.5, alpha1: float = 0.0):
+    """A stored-unit stand-in with these three gaps (accuracies 0.5 +- gap/2) and final accuracy ``acc``."""
+    ic = {}
+    for pair, g in gaps.items():
+        a, b = pair.split("-")
+        ic[f"IC_{a}_{b}"], ic[f"IC_{b}_{a}"] = acc + g / 2, acc - g / 2
+    curves = {"step": [0, 50, 100], **{k: [acc, acc, v] for k, v in ic.items()}, "loss": [0.0, 1.0, 1.0]}
+    return {"params": {"n_test": N_TEST, "n_sweep": 2000, "n_sink": 10000, "depth": depth},
+            "gaps": dict(gaps), "ic_accuracy": ic, "curves": curves}
+
+
+def _seeds(fl: float, ml: float = 0.0, spread: float = 0.005, **kw):
+    jitter = [-2, -1, 0, 1, 2]
+    return [_unit({"first-middle": fl - ml, "first-last": fl + spread * j, "middle-last": ml}, **kw) for j in jitter]
+
+
+def _judge(id_, units):
+    reg = claims.register()
+    (j,) = claims.judge([e for e in reg.entries if e.id == id_], {"wu-fig-2": units})
+    return j
+
+
+@pytest.mark.parametrize("effect,verdict", [(0.10, "reproduced"), (0.0, "inconclusive"), (-0.10, "contradicted")])
+def test_a_known_effect_gets_its_verdict(effect, verdict):
+    """The decay mask lowers No PE's first-vs-last gap: present (+0.10), absent (0), reversed (-0.10)."""
+    units = {"No PE|2": _seeds(0.10), "decay|2": _seeds(0.10 - effect)}
+    j = _judge("fig2-decay-reduces-2", units)
+    assert j.status == verdict and j.holm == verdict
+    assert j.mean == pytest.approx(effect, abs=1e-12) and j.n_runs == 5
+
+
+def test_a_guard_keeps_a_claim_from_passing_without_the_effect():
+    """'The middle-vs-last gap is smaller than the first-vs-last' passes on a first-vs-last gap of 0
+    with a negative middle-vs-last one; the guard (first-vs-last > 0) makes it inconclusive."""
+    present = _judge("fig2-middle-last-smaller-2", {"No PE|2": _seeds(0.10, ml=0.02)})
+    absent = _judge("fig2-middle-last-smaller-2", {"No PE|2": _seeds(0.0, ml=-0.10)})
+    assert present.status == "reproduced"
+    assert absent.mean > 0.09 and absent.status == "inconclusive" and absent.p == 1.0
+
+
+def test_an_entry_without_its_units_is_not_yet_and_never_judged_on_others():
+    units = {"No PE|4": _seeds(0.10), "decay|4": _seeds(0.0)}         # depth 4 only
+    j = _judge("fig2-decay-reduces-2", units)
+    assert (j.status, j.holm, j.mean, j.units_missing) == ("not yet", "not yet", None, ["No PE|2", "decay|2"])
+    partial = {"No PE|2": _seeds(0.10), "decay|2": _seeds(0.0)[:4] + [None]}
+    assert _judge("fig2-decay-reduces-2", partial).status == "not yet"
+
+
+def test_holm_runs_over_every_entry_judged_together():
+    reg = claims.register()
+    es = [e for e in reg.entries if e.id in ("fig2-decay-reduces-2", "fig2-rope-reduces-2", "fig2-nope-early-2")]
+    # three effects each just beyond t's critical value at 5 runs: reproduced alone, not all after Holm
+    units = {"No PE|2": _seeds(0.10, spread=0.0), "decay|2": _seeds(0.10 - 0.030, spread=0.0),
+             "RoPE|2": _seeds(0.10 - 0.030, spread=0.0)}
+    js = claims.judge(es, {"wu-fig-2": units})
+    by = {j.entry.id: j for j in js}
+    assert by["fig2-decay-reduces-2"].status == "reproduced" and by["fig2-decay-reduces-2"].holm == "inconclusive"
+    assert by["fig2-nope-early-2"].holm == "reproduced"
+    assert claims.counts(js)["reproduced"] == 1 and claims.counts(js, holm=False)["reproduced"] == 3
+
+
+def test_convergence_is_a_column_not_a_verdict():
+    """A network at 40% of the setting's ceiling is marked not converged, and still judged."""
+    units = {"No PE|2": _seeds(0.10, acc=0.2), "decay|2": _seeds(0.0, acc=0.5), "RoPE|2": _seeds(0.0, acc=0.5)}
+    j = _judge("fig2-decay-reduces-2", units)
+    assert j.status == "reproduced" and j.share == pytest.approx(0.4) and j.converged is False
+    assert claims.share_counts([j], 0.3) == {"reproduced": 0, "inconclusive": 0, "contradicted": 0, "not converged": 0}
+    assert claims.share_counts([j], 0.5)["not converged"] == 1
+
+
+def test_the_judge_is_written_before_the_claims():
+    reg = claims.register()
+    assert reg.judge.level == 0.05 and reg.judge.share == 0.9 and reg.judge.other_shares == (0.8, 0.95)
+    head = claims.REGISTER.read_text().split("\nclaims:")[0]
+    assert "Holm over every entry" in head and "paired by seed" in head
+
+
+def test_the_residual_study_is_not_judged_against_claims_about_networks_without_residual():
+    reg = claims.register()
+    assert not [e for e in reg.entries if e.campaign == "wu-residual-depth"]
+    assert all(not e.setting["residual"] for e in reg.select(campaign="wu-fig-2"))
