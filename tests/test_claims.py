@@ -49,7 +49,8 @@ def test_one_quantity_on_the_same_units_is_refused(tmp_path):
     # Figure 5's and Figure 6's causal sink is one measurement: the same units under two campaigns
     s = _raw("fig6-causal-first")
     dup = {**s, "id": "fig2-sink", "setting": {**s["setting"], "campaign": "wu-fig-5", "configs": ["causal|none"]},
-           "args": {"config": "causal|none"}, "guard": {"quantity": "first_key_excess", "args": {"config": "causal|none"}}}
+           "args": {"config": "causal|none"},
+           "guard": {"quantity": "first_key_excess", "args": {"config": "causal|none"}}}
     with pytest.raises(ValueError, match="same quantity"):
         claims.load(_write(tmp_path, [s, dup]))
 
@@ -60,13 +61,14 @@ def test_a_register_refuses_bad_entries(tmp_path):
                      ({**a, "args": {"config": "No PE|2"}}, "takes"),
                      ({**a, "direction": ">= 0"}, "direction"),
                      ({**a, "setting": {**a["setting"], "residual": True}}, "residual"),
-                     ({**a, "setting": {**a["setting"], "configs": ["No PE|3"]}, "args": {"config": "No PE|3", "pair": "first-last"}}, "not in campaign"),
+                     ({**a, "setting": {**a["setting"], "configs": ["No PE|3"]},
+                       "args": {"config": "No PE|3", "pair": "first-last"}}, "not in campaign"),
                      ({**_raw("fig6-causal-first"), "excludes": None}, "needs 'excludes'")]:
         with pytest.raises(ValueError, match=msg):
             claims.load(_write(tmp_path, [bad]))
     with pytest.raises(ValueError, match="two entries with this id"):
-        claims.load(_write(tmp_path, [a, {**a, "quantity": "gap_contrast",
-                                          "args": {"config": "No PE|2", "larger": "first-last", "smaller": "middle-last"}}]))
+        other = {"config": "No PE|2", "larger": "first-last", "smaller": "middle-last"}
+        claims.load(_write(tmp_path, [a, {**a, "quantity": "gap_contrast", "args": other}]))
 
 
 # --------------------------------------------------------------------------- synthetic units

@@ -153,7 +153,8 @@ def load(path: Path | str = REGISTER) -> Register:
     j = raw["judge"]
     judge_ = Judge(float(j["level"]), float(j["convergence"]["share"]),
                    tuple(float(x) for x in j["convergence"]["others"]),
-                   {k: str(v) for k, v in j.items() if isinstance(v, str)} | {"share_grounds": j["convergence"]["grounds"]})
+                   {k: str(v) for k, v in j.items() if isinstance(v, str)}
+                   | {"share_grounds": j["convergence"]["grounds"]})
     entries, seen_ids, seen_quantities = [], set(), {}
     for item in raw["claims"]:
         unknown = set(item) - {f.name for f in dataclasses.fields(Entry)}
@@ -335,7 +336,8 @@ def table(judged: Sequence[Judged]):
         done = j.mean is not None
         rows.append({"claim": j.entry.id, "measured": j.entry.reading, "where": j.entry.where,
                      "verdict": j.status, "after Holm": j.holm,
-                     "mean ± SE": f"{j.mean:+.3f} ± {j.se:.3f}" if done else "units missing: " + ", ".join(j.units_missing),
+                     "mean ± SE": f"{j.mean:+.3f} ± {j.se:.3f}" if done
+                     else "units missing: " + ", ".join(j.units_missing),
                      "runs": j.n_runs if done else "",
                      "share of ceiling": f"{j.share:.2f}" if done else "",
                      "networks": ("" if not done else "not converged" if j.share < share else "converged")
