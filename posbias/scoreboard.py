@@ -115,8 +115,9 @@ class HeroData:
     ``layers``/``first_mass``: the last token's share of context on token 1 after ``t`` layers of
     uniform causal attention over ``n_tokens`` tokens (the rollout of Wu et al.'s Theorem 4.1), and
     ``uniform`` = ``1 / n_tokens``. ``pes``/``gap_mean``/``gap_se``: the first-vs-last gap of Figure 2's
-    ``gap_depth``-layer networks at the paper's settings (mean ± SE over ``n_runs``, ``n_networks`` in all). ``sink_multiple``: per layer of SmolLM2, token 1's mean attention over its
-    uniform share at ``sink_tokens`` tokens (``None`` when the survey is not stored).
+    ``gap_depth``-layer networks at the paper's settings (mean ± SE over ``n_runs``, ``n_networks`` in
+    all). ``sink_multiple``: per layer of SmolLM2, token 1's mean attention over its uniform share
+    at ``sink_tokens`` tokens (``None`` when the survey is not stored).
     """
 
     n_tokens: int
