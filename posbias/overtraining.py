@@ -1,0 +1,146 @@
+"""Position bias over training: the paper's gaps read along the committed learning curves.
+
+Every stored unit keeps its curves (the six ``IC`` accuracies and the mean training loss every
+``eval_every`` iterations), so the gaps the paper reports at 100,000 iterations can be read at any
+evaluation before. This module summarises those curves over seeds, tests whether they still move
+at the end (:func:`posbias.convergence.plateau_rows`), finds from which iteration each sign holds
+(:func:`posbias.convergence.sign_stable_from`), and judges the register's claims at earlier
+iterations (:func:`units_at` then :func:`posbias.claims.judge`). Nothing here trains.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import claims, convergence as cv
+
+__all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "MEASURED_ALONG", "verdicts_over_training",
+           "converged_comparison"]
+
+#: The studies whose curves are read: name -> campaign (all at the paper's settings).
+STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
+                           "residual study": "wu-residual-depth"}
+#: Quantities computed from the ``IC`` accuracies alone, hence measurable at every evaluation; the
+#: others need the position sweep or the attention maps, stored at the end of training only.
+MEASURED_ALONG = ("gap", "gap_difference", "gap_contrast", "depth_change", "slot_advantage", "slot_preference",
+                  "preference_difference")
+
+
+def curve_stats(units: Sequence[dict], pair: str) -> dict[str, np.ndarray]:
+    """The gap ``pair`` along training over the runs ``units``: ``step`` ``(evals,)``, ``per_seed``
+    ``(evals, seeds)``, ``mean`` and ``se`` ``(evals,)`` (seed spread plus the binomial bound of two
+    accuracies on ``n_test`` sequences, as the judge's), and ``loss`` ``(evals,)``, the seed-mean
+    training loss (its first entry, at step 0, is not a loss and is ``nan``)."""
+    steps = list(units[0]["curves"]["step"])
+    per = np.stack([cv.gap_curve(u["curves"], pair) for u in units], axis=1)     # (evals, seeds)
+    n, n_test = per.shape[1], int(units[0]["params"]["n_test"])
+    var = per.var(axis=1, ddof=1) if n > 1 else np.zeros(len(steps))
+    se = np.sqrt(var / n + 2 / (4 * n_test))
+    loss = np.mean([u["curves"]["loss"] for u in units], axis=0).astype(float)
+    loss[0] = math.nan
+    return {"step": np.asarray(steps), "per_seed": per, "mean": per.mean(axis=1), "se": se, "loss": loss}
+
+
+def still_moving_table(study: Mapping[str, Sequence[dict | None]], window: int = 20_000):
+    """One row per (configuration, gap) of a study (label -> stored runs; incomplete labels skipped):
+    the gap at the last evaluation (mean ± SE), its fitted change over the last ``window`` iterations
+    averaged over runs with its SE over runs, whether that change is beyond Student's t at 5%
+    (``still moving``), and the first iteration from which the sign of the mean holds beyond two
+    standard errors to the end (``sign settled from``; empty when it ends within two SE of zero).
+    Returns a ``pandas.DataFrame``."""
+    import pandas as pd
+
+    rows = []
+    for label, us in study.items():
+        if not us or any(u is None for u in us):
+            continue
+        for pair in cv.GAP_NAMES:
+            c = curve_stats(us, pair)
+            moving = cv.plateau_rows(c["step"], c["per_seed"], window)
+            settled = cv.sign_stable_from(c["step"], c["mean"], c["se"])
+            rows.append({"configuration": label, "gap": pair, "at the end": f"{c['mean'][-1]:+.3f} ± {c['se'][-1]:.3f}",
+                         f"change over last {window // 1000}k": f"{moving['change']:+.3f} ± {moving['se']:.3f}",
+                         "still moving": moving["moving"],
+                         "sign settled from": "" if settled is None else
+                         f"{settled[0]:,} ({'+' if settled[1] > 0 else '-'})",
+                         "loss at the end": float(c["loss"][-1])})
+    return pd.DataFrame(rows)
+
+
+def units_at(units: Sequence[dict | None], step: int) -> list[dict | None]:
+    """The runs as they were at the evaluation ``step``: copies whose ``ic_accuracy`` and ``gaps`` are
+    the curves' values there (the sweep and attention records, stored at the end only, are dropped).
+    ``ValueError`` when a run has no evaluation at ``step``."""
+    out: list[dict | None] = []
+    for u in units:
+        if u is None:
+            out.append(None)
+            continue
+        steps = list(u["curves"]["step"])
+        if step not in steps:
+            raise ValueError(f"no evaluation at step {step}; the curves have {steps[0]}..{steps[-1]}")
+        i = steps.index(step)
+        v = {k: copy.deepcopy(x) for k, x in u.items() if k not in ("sweep_accuracy", "mean_attention",
+                                                                     "sink_alpha", "sink_share")}
+        v["ic_accuracy"] = {k: float(u["curves"][k][i]) for k in u["ic_accuracy"]}
+        v["gaps"] = {p: float(cv.gap_curve(u["curves"], p)[i]) for p in cv.GAP_NAMES}
+        v["curves"] = {k: list(x[:i + 1]) for k, x in u["curves"].items()}
+        out.append(v)
+    return out
+
+
+def verdicts_over_training(units: Mapping[str, Mapping[str, Sequence[dict | None]]], steps: Sequence[int]):
+    """The register's claims that are measurable along training (:data:`MEASURED_ALONG`), judged on
+    ``units`` (campaign -> label -> runs) as they were at each of ``steps``, Holm's correction over
+    the claims judged at the same step. Returns ``(table, changed)``: a ``pandas.DataFrame`` with one
+    row per claim and one column per step (the verdict after Holm, and ``mean`` at each), and the ids
+    of the claims whose verdict differs between two of the steps."""
+    import pandas as pd
+
+    entries = [e for e in claims.register().entries if e.quantity in MEASURED_ALONG
+               and (e.guard is None or e.guard["quantity"] in MEASURED_ALONG) and e.campaign in units]
+    cols: dict[int, list[claims.Judged]] = {}
+    for s in steps:
+        at = {c: {lb: units_at(us, s) for lb, us in groups.items()} for c, groups in units.items()}
+        cols[s] = claims.judge(entries, at)
+    rows, changed = [], []
+    for i, e in enumerate(entries):
+        row = {"claim": e.id, "measured": e.reading}
+        for s in steps:
+            j = cols[s][i]
+            row[f"{s // 1000}k"] = j.holm
+            row[f"mean at {s // 1000}k"] = "" if j.mean is None else f"{j.mean:+.3f}"
+        if len({cols[s][i].holm for s in steps}) > 1:
+            changed.append(e.id)
+        rows.append(row)
+    return pd.DataFrame(rows), changed
+
+
+def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: Mapping[str, Sequence[dict | None]]):
+    """Section 5.1's claims (the register's Figure 2 entries) at the paper's 100,000 iterations and on
+    the networks trained until the stopping rule held, side by side: one row per claim with both
+    verdicts after Holm (each over the claims judged on its units), both means, and, on the converged
+    networks, where they stopped (the latest stop among the runs and how many reached the cap) and
+    their final mean IC accuracy. Claims whose configurations are not all converged read ``not yet``.
+    Returns a ``pandas.DataFrame``."""
+    import pandas as pd
+
+    entries = claims.register().select(campaign="wu-fig-2")
+    at_paper = claims.judge(entries, {"wu-fig-2": paper})
+    at_conv = claims.judge(entries, {"wu-fig-2": converged})
+    rows = []
+    for e, a, b in zip(entries, at_paper, at_conv):
+        us = [u for c in e.configs for u in (converged.get(c) or []) if u is not None]
+        done = b.status != claims.NOT_YET
+        stops = [u["stop"]["stopped_at"] for u in us if "stop" in u] if done else []
+        rows.append({"claim": e.id, "measured": e.reading,
+                     "100k": a.holm, "mean at 100k": "" if a.mean is None else f"{a.mean:+.3f} ± {a.se:.3f}",
+                     "converged": b.holm, "mean converged": "" if b.mean is None else f"{b.mean:+.3f} ± {b.se:.3f}",
+                     "stopped by": f"{max(stops):,}" if stops else "",
+                     "at the cap": sum(u["stop"]["reason"] == "cap" for u in us if "stop" in u) if done else "",
+                     "accuracy": "" if not done else
+                     f"{np.mean([np.mean(list(u['ic_accuracy'].values())) for u in us]):.3f}"})
+    return pd.DataFrame(rows)

@@ -1,0 +1,71 @@
+"""posbias.overtraining: the gaps along training, on synthetic curves with a known plateau, a known
+drift and a known sign change, and the register judged at earlier iterations."""
+import numpy as np
+import pytest
+
+from posbias import overtraining as ot
+
+STEPS = list(range(0, 100_001, 5000))
+N_TEST = 10_000
+
+
+def _unit(fl, seed_shift=0.0):
+    """A run whose first-last gap follows ``fl(step)`` (the other gaps 0), accuracies around 0.5."""
+    g = np.array([fl(s) for s in STEPS]) + seed_shift
+    c = {"step": STEPS, "loss": [0.0] + [1.0] * (len(STEPS) - 1)}
+    for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
+        c[f"IC_{a}_{b}"] = [0.5] * len(STEPS)
+    c["IC_first_last"], c["IC_last_first"] = list(0.5 + g / 2), list(0.5 - g / 2)
+    ic = {k: v[-1] for k, v in c.items() if k.startswith("IC_")}
+    return {"params": {"n_test": N_TEST, "n_sweep": 2000, "n_sink": 10000, "depth": 2}, "curves": c,
+            "ic_accuracy": ic, "gaps": {"first-middle": 0.0, "first-last": float(g[-1]), "middle-last": 0.0},
+            "sweep_accuracy": [0.5] * 8}
+
+
+SHIFTS = [-0.002, -0.001, 0.0, 0.001, 0.002]
+
+
+def _row(study, gap="first-last"):
+    tab = ot.still_moving_table(study, 20_000)
+    return tab[(tab["configuration"] == "x") & (tab["gap"] == gap)].iloc[0]
+
+
+def test_a_plateau_is_not_moving_and_its_sign_settles_where_it_crosses():
+    study = {"x": [_unit(lambda s: 0.1 if s >= 30_000 else -0.1, d) for d in SHIFTS]}
+    r = _row(study)
+    assert not r["still moving"] and r["sign settled from"] == "30,000 (+)"
+    assert r["at the end"].startswith("+0.100")
+
+
+def test_a_drift_is_moving():
+    study = {"x": [_unit(lambda s: 0.3 * s / 100_000, d) for d in SHIFTS]}
+    r = _row(study)
+    assert r["still moving"] and r["change over last 20k"].startswith("+0.060")
+
+
+def test_a_gap_ending_at_zero_has_no_settled_sign():
+    study = {"x": [_unit(lambda s: 0.0, d) for d in SHIFTS], "y": [None] * 5}
+    tab = ot.still_moving_table(study, 20_000)
+    assert set(tab["configuration"]) == {"x"}                 # an incomplete configuration is skipped
+    assert (tab["sign settled from"] == "").all()
+
+
+def test_units_at_reads_the_curves_at_that_step():
+    u = _unit(lambda s: s / 100_000)
+    (v,) = ot.units_at([u], 40_000)
+    assert v["gaps"]["first-last"] == pytest.approx(0.4) and v["curves"]["step"][-1] == 40_000
+    assert "sweep_accuracy" not in v and u["gaps"]["first-last"] == pytest.approx(1.0)   # the original untouched
+    assert ot.units_at([None], 40_000) == [None]
+    with pytest.raises(ValueError, match="no evaluation at step 42"):
+        ot.units_at([u], 42)
+
+
+def test_a_claim_that_changes_verdict_along_training_is_listed():
+    """The decay mask 'reduces' No PE's gap early (decay at -0.1) but not at the end (both at +0.1)."""
+    nope = [_unit(lambda s: 0.1, d) for d in SHIFTS]
+    decay = [_unit(lambda s: -0.1 if s < 60_000 else 0.1, d) for d in SHIFTS]
+    tab, changed = ot.verdicts_over_training({"wu-fig-2": {"No PE|2": nope, "decay|2": decay}}, [25_000, 100_000])
+    row = tab[tab["claim"] == "fig2-decay-reduces-2"].iloc[0]
+    assert (row["25k"], row["100k"]) == ("reproduced", "inconclusive")
+    assert "fig2-decay-reduces-2" in changed and "fig2-nope-early-2" not in changed
+    assert set(tab[tab["claim"] == "fig2-rope-reduces-2"]["100k"]) == {"not yet"}
