@@ -199,6 +199,14 @@ def _fisher_sign(orig):
 
 
 def _residual_sigma1(orig):
+    return _layer2_variant(sigma_one=True)
+
+
+def _gram_plus_identity(orig):
+    return _layer2_variant(gram_plus_eye=True)
+
+
+def _layer2_variant(sigma_one=False, gram_plus_eye=False):
     import posbias.lnsim as ln
 
     def layer2_scores(n, d, alpha=0.0, *, layernorm=True, residual=False, finite_d=True, log_weights=None):
@@ -208,11 +216,13 @@ def _residual_sigma1(orig):
         eye = torch.eye(n, dtype=torch.float64)
         if layernorm:
             r = ln.layer1_offdiag_moments(d, alpha)[0] / math.sqrt(d) if finite_d else alpha
-            gram = r + (1.0 - r) * eye
+            gram = r + (1.0 - (0.0 if gram_plus_eye else r)) * eye      # wrong: r + I
+            sigma = 1.0 if sigma_one else 1.0 / math.sqrt(d * (1.0 - alpha))  # wrong: sigma = 1
         else:
             gram = ln.alpha_to_l(alpha) ** 2 + eye
+            sigma = 1.0
         if residual:
-            w = w + eye                                      # sigma = 1 instead of 1/sqrt(d (1 - alpha))
+            w = w + sigma * eye
         c = w @ gram @ w.T
         if layernorm:
             dg = torch.sqrt(torch.diagonal(c))
@@ -274,12 +284,6 @@ def _mean_field_no_update(orig):
     return noln_mean_field
 
 
-def _layer_norm_uncentred(orig):
-    def layer_norm(x, eps=1e-12):
-        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)   # RMS norm: no centring
-    return layer_norm
-
-
 def _stack_residual_h(orig):
     import posbias.lnsim as ln
 
@@ -310,16 +314,6 @@ def _alpha_to_l_sqrt(orig):
 
 def _rp_reversed(orig):
     return lambda scores: 1.0 - orig(scores)
-
-
-def _rp_ties(orig):
-    from posbias.lnsim import _triples
-
-    def recency_probability(scores):
-        s = torch.as_tensor(scores, dtype=torch.float64)
-        i, k, j = _triples(s.shape[-1])
-        return (s[..., i, k] >= s[..., i, j] - 1e-3 * s[..., i, j].abs()).to(torch.float64).mean(dim=-1)
-    return recency_probability
 
 
 def _rope_layer1_sin(orig):
@@ -414,13 +408,13 @@ MUTANTS: list[Mutant] = [
     Mutant("center-prefix-wider", f"{M}.prefix_mask", "prefix mask j <= K", _prefix_wider, ("wu-center-nodes",)),
     # kim-thm-1
     Mutant("slope-factor-one", f"{L}.alpha0_slope_factor", "next-order factor set to 1", _slope_factor_one,
-           ("kim-thm-1",), profile="default"),
+           ("kim-thm-1",)),
     Mutant("slope-factor-sign", f"{L}.alpha0_slope_factor", "next-order factor 1 - 1/sqrt(d) + 2/d",
-           _slope_factor_sign, ("kim-thm-1",), profile="default"),
+           _slope_factor_sign, ("kim-thm-1",)),
     Mutant("thm1-primacy", f"{L}.layer2_scores", "layer-2 closed form with the key order reversed",
            _layer2_transposed, ("kim-thm-1",)),
-    Mutant("layer-norm-uncentred", f"{L}.layer_norm", "LayerNorm without centring (RMS norm)",
-           _layer_norm_uncentred, ("kim-thm-1",), fresh=True),
+    Mutant("thm1-lognormal-var0", f"{L}.layer1_offdiag_moments", "log-normal variance set to 0",
+           _lognormal_var0, ("kim-thm-1",)),
     # kim-prop-1
     Mutant("uniform-layer1", f"{L}.noln_mean_field", "uniform layer-1 weights in Prop 1's mean field",
            _uniform_layer1, ("kim-prop-1",)),
@@ -448,8 +442,8 @@ MUTANTS: list[Mutant] = [
     Mutant("fig1-uniform-layer1", f"{L}.noln_mean_field", "uniform layer-1 weights in the mean field",
            _uniform_layer1, ("kim-fig-1",)),
     Mutant("fig1-residual-sigma-one", f"{L}.layer2_scores", "residual sigma 1", _residual_sigma1, ("kim-fig-1",)),
-    Mutant("rp-ties", f"{L}.recency_probability", "recency probability counting near-ties as recent",
-           _rp_ties, ("kim-fig-1",)),
+    Mutant("gram-plus-identity", f"{L}.layer2_scores", "layer-2 closed form with the Gram matrix r + I "
+           "instead of r + (1 - r) I", _gram_plus_identity, ("kim-fig-1",)),
     # kim-fig-2
     Mutant("fig2-fisher-sign", f"{L}.layer1_offdiag_moments", "Fisher correction with the wrong sign",
            _fisher_sign, ("kim-fig-2",)),

@@ -261,7 +261,8 @@ def test_compare_increments_takes_a_tolerance():
     res = lnsim.simulate(n=6, d=16, alpha=0.0, depth=2, sims=64, seed=0)
     wide = lnsim.compare_increments(res, 16, 0.0)
     tight = lnsim.compare_increments(res, 16, 0.0, tol=0.0)
-    assert wide["tol"] == 2.0 / 16**0.5 + lnsim.expansion_parameter(6, 16, 0.0) and tight["tol"] == 0.0
+    assert wide["tol"] == lnsim.next_order_tol(16) == 1.5 / 16**0.5 and tight["tol"] == 0.0
+    assert wide["tol"] < 1          # a closed form of zero (relative error 1) cannot pass
     # a zero relative tolerance allows only the standard errors: the excess can only grow
     assert tight["excess"] > wide["excess"]
     assert np.array_equal(tight["mc"], wide["mc"]) and tight["slope_pred"] == wide["slope_pred"]

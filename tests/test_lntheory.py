@@ -1,0 +1,49 @@
+"""The closed forms of posbias.lntheory (also reachable as posbias.lnsim.X)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def test_lnsim_reexports_the_closed_forms():
+    from posbias import lnsim, lntheory
+
+    for name in lntheory.__all__:
+        assert getattr(lnsim, name) is getattr(lntheory, name), name
+
+
+def test_next_order_tol_is_below_the_nearest_wrong_answer():
+    from posbias.lntheory import next_order_tol
+
+    # relative error 1 is a closed form of zero, 2 one of the opposite sign
+    assert all(next_order_tol(d) < 1 for d in (4, 12, 16, 64, 1024))
+    assert math.isclose(next_order_tol(64), 1.5 / 8)
+
+
+def test_layer1_moments_check_passes_the_simulation_and_fails_wrong_moments(monkeypatch):
+    from posbias import lnsim, lntheory
+
+    res = lnsim.simulate(n=6, d=16, alpha=0.5, depth=1, sims=20000, seed=3)
+    ok = lntheory.layer1_moments_check(res, 16, 0.5)
+    assert ok["mean_excess"] <= 0 and ok["var_excess"] <= 0
+    # the paper's weights drop the log-normal variance: the variance check must fail
+    monkeypatch.setattr(lntheory, "layer1_offdiag_moments", lambda d, a: (math.sqrt(d) * a, 0.0))
+    bad = lntheory.layer1_moments_check(res, 16, 0.5)
+    assert bad["var_excess"] > 0 and bad["mean_excess"] > 0   # no Fisher correction: 0.094 off at d = 16
+
+
+def test_layer1_moments_variance_next_order_matches_sample_correlation():
+    from posbias import lntheory
+
+    # Var of sqrt(d) r for d pairs with correlation alpha: (1-alpha^2)^2 (1 + (1 + 11 alpha^2/2)/d + ...)
+    rng = np.random.default_rng(0)
+    d, alpha, n = 16, 0.6, 200_000
+    z = rng.standard_normal((n, d))
+    y = alpha * z + math.sqrt(1 - alpha**2) * rng.standard_normal((n, d))
+    zc, yc = z - z.mean(1, keepdims=True), y - y.mean(1, keepdims=True)
+    r = (zc * yc).sum(1) / np.sqrt((zc * zc).sum(1) * (yc * yc).sum(1))
+    v = (1 - alpha**2) ** 2
+    predicted = v * (1 + (1 + 5.5 * alpha**2) / d)
+    assert abs(np.var(d * r / math.sqrt(d)) - predicted) < v * (30 / d**2 + 4.5 * math.sqrt(2 / n))
+    assert abs(np.var(math.sqrt(d) * r) - v) > 3 * v * math.sqrt(2 / n)     # the 1/d term is resolved

@@ -1,0 +1,105 @@
+"""The mutation suite: every curated wrong version of the library makes a theory chapter fail a check.
+
+Each mutant of ``tests/mutants.py`` is patched into an in-process smoke execution of its chapters
+(:func:`posbias.mutation.execute_chapter`); the execution must end with at least one failed check, which
+is named. The unmutated execution must pass. ``book/teeth.json`` (which check kills which mutant, read
+by the Status page) must equal what this suite measures; regenerate it with
+``POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q tests/test_mutations.py``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mutants import MUTANTS  # noqa: E402
+
+from posbias.mutation import TEETH_PATH, execute_chapter, failed_checks, read_teeth  # noqa: E402
+
+THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", "wu-center-nodes",
+          "kim-thm-1", "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "kim-beyond-rope"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    """Results computed by these executions go to a private cache, never the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("POSBIAS_CACHE", str(tmp_path_factory.mktemp("mutation-cache")))
+        mp.setenv("MPLBACKEND", "Agg")
+        yield
+
+
+@functools.cache
+def measured(chapter: str) -> dict:
+    """``{"checks": [names], "baseline_failed": [...], "kills": {mutant id: [failed checks]}}`` for ``chapter``."""
+    mine = [m for m in MUTANTS if chapter in m.chapters]
+    profiles = sorted({m.profile for m in mine} | {"smoke"})
+    names, baseline_failed = [], []
+    for profile in profiles:
+        checks = execute_chapter(chapter, profile)
+        names += [c["name"] for c in checks if c["name"] not in names]
+        baseline_failed += [f"{profile}: {n}" for n in failed_checks(checks)]
+    kills = {}
+    for m in mine:
+        try:
+            kills[m.id] = failed_checks(execute_chapter(chapter, m.profile, m.overrides, mutant=m))
+        except Exception as e:  # noqa: BLE001 - a mutant that crashes the chapter is not killed by a check
+            kills[m.id] = [f"<raised {type(e).__name__}>"]
+    return {"checks": names, "baseline_failed": baseline_failed, "kills": kills}
+
+
+def teeth_table() -> dict:
+    """What ``book/teeth.json`` must hold: per chapter and check, the curated mutants it kills."""
+    chapters = {}
+    for cid in THEORY:
+        res = measured(cid)
+        chapters[cid] = {name: sorted(mid for mid, failed in res["kills"].items() if name in failed)
+                         for name in res["checks"]}
+    return {"about": "curated mutants of tests/mutants.py each check kills in a smoke execution of its chapter; "
+                     "regenerate with POSBIAS_UPDATE_TEETH=1 pytest tests/test_mutations.py",
+            "mutants": {m.id: {"target": m.target, "description": m.description, "chapters": list(m.chapters),
+                               "profile": m.profile} for m in MUTANTS},
+            "chapters": chapters}
+
+
+def test_catalogue_covers_every_theory_chapter_three_times():
+    for cid in THEORY:
+        assert sum(cid in m.chapters for m in MUTANTS) >= 3, cid
+    assert {c for m in MUTANTS for c in m.chapters} <= set(THEORY)
+
+
+@pytest.mark.parametrize("chapter", THEORY)
+def test_every_mutant_fails_a_check(chapter):
+    res = measured(chapter)
+    assert res["baseline_failed"] == [], f"{chapter} fails without any mutant: {res['baseline_failed']}"
+    survivors = [mid for mid, failed in res["kills"].items() if not failed]
+    crashed = {mid: failed for mid, failed in res["kills"].items() if failed and failed[0].startswith("<")}
+    assert not survivors, f"{chapter}: mutants no check catches: {survivors}"
+    assert not crashed, f"{chapter}: mutants that crash the chapter instead of failing a check: {crashed}"
+    for mid, failed in res["kills"].items():
+        assert set(failed) <= set(res["checks"]), (mid, failed)
+
+
+def test_a_mutant_is_undone_after_its_execution():
+    import posbias.masks as masks
+    import posbias.theory as theory
+
+    before = (masks.causal_mask, theory.causal_mask)
+    mutant = next(m for m in MUTANTS if m.target == "posbias.masks.causal_mask")
+    execute_chapter("wu-thm-4-1", mutant=mutant)
+    assert (masks.causal_mask, theory.causal_mask) == before
+    assert bool(masks.causal_mask(3)[2, 0]) and not bool(masks.causal_mask(3)[0, 2])
+
+
+def test_teeth_json_is_up_to_date():
+    table = teeth_table()
+    if os.environ.get("POSBIAS_UPDATE_TEETH") == "1":
+        TEETH_PATH.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    assert read_teeth() == table, ("book/teeth.json differs from what the mutation suite measures; regenerate it: "
+                                   "POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q tests/test_mutations.py")
