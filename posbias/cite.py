@@ -87,6 +87,14 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
              "* - chapter", "  - profile", "  - status", "  - checks", "  - wall time (s)", "  - device",
              "  - data files read"]
     detail = []
+    from .mutation import read_teeth
+
+    teeth = (read_teeth() or {}).get("chapters", {})
+    if teeth:
+        detail += ["A theory chapter's checks are tried against the curated wrong versions of the library in "
+                   "`tests/mutants.py` (`book/teeth.json`, kept up to date by `tests/test_mutations.py`): each "
+                   "check says how many of its chapter's mutants it kills; one that kills none is *descriptive*.",
+                   ""]
     for cid, res in results.items():
         if res is None:
             lines += [f"* - {cid}", "  -", "  - not run", "  -", "  -", "  -", "  -"]
@@ -101,12 +109,23 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
                   f"  - {len(data)} ({', '.join(sources)})" if data else "  - none"]
         detail += [f"### {cid}", ""] + [
             f"- {'{bdg-success}`pass`' if c['passed'] else '{bdg-danger}`FAIL`'} `{c['name']}`: {c['claim']}"
-            for c in checks] + [""]
+            + _teeth_note(teeth, cid, c["name"]) for c in checks] + [""]
         if data:
             detail += ["Data files read (path, source, SHA-256):", ""] + [
                 f"- `{d['path']}` ({d['source']}, `{d['sha256'][:16]}`)" for d in data] + [""]
     lines.append("```")
     return "\n".join(lines + ["", "## Checks and data, chapter by chapter", ""] + detail) + "\n"
+
+
+def _teeth_note(teeth: dict[str, dict[str, list[str]]], chapter: str, check: str) -> str:
+    """`` (kills 3 of 4 mutants)`` or `` (descriptive: kills no mutant)`` for a check of a theory chapter
+    listed in ``book/teeth.json``; empty for other chapters and for checks the table does not know."""
+    table = teeth.get(chapter)
+    if not table or check not in table:
+        return ""
+    total = len({m for ms in table.values() for m in ms})
+    k = len(table[check])
+    return f" *(kills {k} of {total} mutants)*" if k else " *(descriptive: kills no mutant)*"
 
 
 def citation_page(results: dict[str, dict[str, Any] | None]) -> str:

@@ -43,6 +43,25 @@ def test_status_page_lists_every_chapter_its_checks_and_data():
     assert "`data/x/1.json` (committed, `aaaaaaaaaaaaaaaa`)" in page
 
 
+def test_status_page_shows_how_many_mutants_each_check_kills():
+    """Counts come from book/teeth.json (what tests/test_mutations.py measured), never typed."""
+    from posbias.mutation import read_teeth
+
+    teeth = read_teeth()["chapters"]
+    res = _result("wu-thm-4-5")
+    names = list(teeth["wu-thm-4-5"])
+    res["checks"] = [dict(res["checks"][0], name=n) for n in names]
+    page = status_page({"wu-thm-4-5": res}, "smoke")
+    total = len({m for ms in teeth["wu-thm-4-5"].values() for m in ms})
+    for n in names:
+        k = len(teeth["wu-thm-4-5"][n])
+        note = f"*(kills {k} of {total} mutants)*" if k else "*(descriptive: kills no mutant)*"
+        assert f"`{n}`: a claim {note}" in page
+    assert "`critical-distance-exact`: a claim *(kills 1 of" in page      # the kappa mutant of issue 46
+    # a chapter the table does not know gets no note
+    assert "`c1`: a claim\n" in status_page({"wu-fig-2": _result("wu-fig-2")}, "smoke")
+
+
 def test_figure_entry_pins_commit_and_hash():
     fig = {"name": "wu-thm-4-1-rollout", "caption": "c",
            "files": {"png": {"path": "figures/wu-thm-4-1-rollout.png", "sha256": "b" * 64}},
