@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --disable-pip-version-check -c constraint
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export MPLBACKEND := Agg
 
-.PHONY: all install book test test-fast lint pdf chromium check-data clean distclean
+.PHONY: all install book test test-fast lint pdf chromium check-data clean distclean mutants
 
 all: book
 
@@ -48,6 +48,13 @@ tex:
 	  { $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q --no-install-recommends $(TEX_DEBS) >/dev/null 2>&1; } || \
 	  { echo "error: could not install the TeX packages for the PDF. As root, on Debian or Ubuntu:" >&2; \
 	    echo "  apt-get install --no-install-recommends $(TEX_DEBS)" >&2; exit 1; }; }
+
+# Mutation testing (issue 46): mutmut over theory/masks/rollout/attention/lnsim/lntheory, the theory chapters'
+# smoke checks as the test. Not part of `make test`. MUTANTS_ARGS, e.g. "--budget 1800 --jobs 2 --sample 200".
+MUTANTS_ARGS ?= --budget 900 --jobs 1
+mutants: install
+	$(PIP) -e ".[mutants]"
+	$(BIN)/python tests/mutmut_run.py $(MUTANTS_ARGS)
 
 check-data: install
 	$(BIN)/posbias check-data
