@@ -39,7 +39,7 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 
 __all__ = ["DATA", "MANIFEST", "DataError", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write",
            "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest", "verify_data", "locked",
-           "lookup", "result_name", "is_stored", "file_hash"]
+           "lookup", "result_name", "is_stored", "usable_entry", "file_hash"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -142,10 +142,11 @@ def result_name(experiment: str, params: dict[str, Any], version: int | str = 1,
 
 
 def is_stored(experiment: str, params: dict[str, Any], *, version: int | str = 1, device: str | None = None) -> bool:
-    """Does a file for this result exist in ``data/`` or the user cache? Cheap: nothing is read or
-    verified (:func:`lookup` does that)."""
+    """Is this result stored: a committed file in ``data/`` (whose read verifies it against the manifest,
+    and stops on a mismatch), or a user-cache entry that :func:`usable_entry` accepts (a damaged one is
+    not stored: it is recomputed, with a warning)?"""
     name = result_name(experiment, params, version, device)
-    return (DATA / name).exists() or (cache_dir() / name).exists()
+    return (DATA / name).exists() or usable_entry(cache_dir() / name) is not None
 
 
 _HASHES: dict[tuple[str, int, int], str] = {}
@@ -185,25 +186,49 @@ def _sidecar(path: Path) -> Path:
     return path.with_suffix(".sha256")
 
 
-def _read_verified(path: Path, expected_file_hash: str | None) -> dict[str, Any] | None:
-    """The user-cache record ``path`` if it checks out (its file hash against ``expected_file_hash``
-    or, if None, against the hash stored beside it; its embedded result hash), else None with a warning."""
-    if not path.exists():
-        return None
-    side = _sidecar(path)
-    if expected_file_hash is None and side.exists():
-        expected_file_hash = side.read_text().strip()
-    if expected_file_hash is not None and file_hash(path) != expected_file_hash:
-        warnings.warn(f"{path}: SHA-256 differs from the hash stored with it; not reading it, recomputing",
-                      stacklevel=3)
-        return None
+_WARNED: set[tuple] = set()
+
+
+def _entry_version(path: Path) -> tuple | None:
+    """What identifies one version of a user-cache entry: its and its hash file's (size, mtime); None
+    when the entry does not exist."""
     try:
+        side = _sidecar(path)
+        return _stat_key(path), (_stat_key(side) if side.exists() else None)
+    except FileNotFoundError:
+        return None
+
+
+def _check_entry(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """``(record, None)`` when the user-cache entry ``path`` verifies (its SHA-256 against the hash
+    stored beside it, when there is one; it parses; its embedded result hash), else ``(None, why)``."""
+    side = _sidecar(path)
+    try:
+        expected = side.read_text().strip() if side.exists() else None
+        if expected is not None and file_hash(path) != expected:
+            return None, "SHA-256 differs from the hash stored with it"
         rec = json.loads(path.read_text())
         if _result_hash(rec["result"]) != rec["result_sha256"]:
             raise ValueError("embedded result hash mismatch")
     except (ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"{path}: damaged or edited result ({e}); not reading it, recomputing", stacklevel=3)
+        return None, f"damaged or edited result ({type(e).__name__}: {str(e)[:120]})"
+    except FileNotFoundError:
+        return None, "missing"
+    return rec, None
+
+
+def usable_entry(path: Path) -> dict[str, Any] | None:
+    """The one judge of a user-cache entry: its record when it exists, matches the SHA-256 stored
+    beside it (entries written before these hashes: their embedded result hash) and parses; None
+    otherwise. A damaged entry is warned about (once per process and version of the file) and
+    counts as not stored, so the planner, the cost estimate, ``--status`` and the read all recompute it."""
+    version = _entry_version(Path(path))
+    if version is None:
         return None
+    rec, why = _check_entry(Path(path))
+    if why is not None and version not in _WARNED:
+        _WARNED.add(version)
+        warnings.warn(f"{path}: {why}; not reading it, recomputing", stacklevel=2)
     return rec
 
 
@@ -289,10 +314,10 @@ def cached(
     target = committed if write_data else user
     with locked(cache_dir() / f"{experiment}/{key}.lock"):
         # another process may have finished it meanwhile
-        rec = _read_committed(name) if write_data else _read_verified(target, None)
+        rec = _read_committed(name) if write_data else usable_entry(target)
         promoted = False
         if rec is None and write_data:      # computed earlier into the user cache: commit it as it is
-            rec = _read_verified(user, None) if user.exists() else None
+            rec = usable_entry(user)
             promoted = rec is not None
         if rec is None:
             started, t0 = now_iso(), time.perf_counter()
@@ -337,7 +362,7 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
         report.note_data(_relative(DATA / name), file_hash(DATA / name), "committed")
         return rec["result"]
     path = cache_dir() / name
-    rec = _read_verified(path, None) if path.exists() else None
+    rec = usable_entry(path)
     if rec is not None:
         report.note_data(_relative(path), file_hash(path), "cache")
         return rec["result"]

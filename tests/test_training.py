@@ -194,6 +194,35 @@ def test_run_campaign_smoke_uses_the_store(tmp_path, monkeypatch):
     assert calls == [] and r2 == r
 
 
+@pytest.mark.parametrize("damage", ["truncate", "empty", "truncate-without-hash"])
+def test_a_damaged_cache_entry_of_a_unit_is_retrained_and_planner_estimate_status_agree(tmp_path, monkeypatch,
+                                                                                        damage):
+    from posbias import chapters, cost
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=4, seeds=[0], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    r = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
+    (path,) = (tmp_path / "wu-units").glob("*.json")
+    text = path.read_bytes()
+    path.write_bytes(b"" if damage == "empty" else text[:100])
+    if damage == "truncate-without-hash":
+        path.with_suffix(".sha256").unlink()
+    with pytest.warns(UserWarning, match="recomputing"):
+        assert not campaigns.stored(campaigns.distinct(campaigns.units_of("wu-fig-5", "smoke", kw))[0])
+    assert train.campaign_status("wu-fig-5", "smoke", **kw).stored == 0
+    fig5 = chapters.get_chapter("wu-fig-5")
+    params = {**fig5.resolve("smoke", {}), **{k: v for k, v in kw.items() if k != "depths"}, "depth": 2}
+    assert cost.estimate(fig5, params).units_stored == 0
+    r2 = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
+
+    def timeless(res):
+        return {k: [{f: x for f, x in v.items() if "seconds" not in f} for v in vs] for k, vs in res.items()}
+
+    assert timeless(r2) == timeless(r)
+    assert train.campaign_status("wu-fig-5", "smoke", **kw).stored == 1
+
+
 class _Recorder:
     """Stands in for ``posbias.train`` in a notebook's campaign call and records what it asks for."""
 
