@@ -23,10 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES = ["posbias/theory.py", "posbias/masks.py", "posbias/rollout.py", "posbias/attention.py",
            "posbias/lnsim.py", "posbias/lntheory.py"]
 CONFIG = """[mutmut]
-paths_to_mutate = {paths}
+only_mutate =
+{paths}
 source_paths = posbias
 tests_dir = tests/mutmut_smoke.py
-also_copy = notebooks
+also_copy =
+    notebooks
     book
     data
     references.bib
@@ -51,12 +53,14 @@ def main() -> int:
         elif src.exists():
             shutil.copy2(src, work / name)
     (work / "data").symlink_to(ROOT / "data")       # read-only use: results are recomputed fresh
-    (work / "setup.cfg").write_text(CONFIG.format(paths=", ".join(MODULES)))
+    (work / "setup.cfg").write_text(CONFIG.format(paths="\n".join("    " + m for m in MODULES)))
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(work))
     names: list[str] = []
     if args.sample:
+        t_gen = time.time()
         subprocess.run([*mutmut, "run", "--max-children", "1", "__none__"], cwd=work, env=env,
                        capture_output=True, text=True, timeout=args.budget)
+        args.budget = max(60, args.budget - int(time.time() - t_gen))
         listed = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env,
                                 capture_output=True, text=True).stdout
         every = sorted(set(re.findall(r"(posbias\.[\w.]+__mutmut_\d+)", listed)))

@@ -43,7 +43,7 @@ def test_layer1_moments_variance_next_order_matches_sample_correlation():
     y = alpha * z + math.sqrt(1 - alpha**2) * rng.standard_normal((n, d))
     zc, yc = z - z.mean(1, keepdims=True), y - y.mean(1, keepdims=True)
     r = (zc * yc).sum(1) / np.sqrt((zc * zc).sum(1) * (yc * yc).sum(1))
-    v = (1 - alpha**2) ** 2
+    v = lntheory.layer1_offdiag_moments(d, alpha)[1]          # (1 - alpha^2)^2
     predicted = v * (1 + (1 + 5.5 * alpha**2) / d)
     assert abs(np.var(d * r / math.sqrt(d)) - predicted) < v * (30 / d**2 + 4.5 * math.sqrt(2 / n))
     assert abs(np.var(math.sqrt(d) * r) - v) > 3 * v * math.sqrt(2 / n)     # the 1/d term is resolved
