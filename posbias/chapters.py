@@ -49,6 +49,10 @@ class Param:
     min: float | None = None
     max: float | None = None
     choices: tuple | None = None
+    #: lists only: no item may appear twice (a grid of sizes, a set of seeds)
+    unique: bool = False
+    #: lists only: at most this many items (None: as many as the cost model allows)
+    max_len: int | None = None
 
     def describe_range(self) -> str:
         if self.choices is not None:
@@ -57,8 +61,10 @@ class Param:
         hi = "inf" if self.max is None else _fmt(self.max)
         if self.min is None and self.max is None:
             return "any " + self.type
-        kind = "each element" if self.type.endswith("_list") else "a value"
-        return f"{kind} in [{lo}, {hi}]"
+        if not self.type.endswith("_list"):
+            return f"a value in [{lo}, {hi}]"
+        extra = (", no item twice" if self.unique else "") + (f", at most {self.max_len} items" if self.max_len else "")
+        return f"each element in [{lo}, {hi}]{extra}"
 
     def coerce(self, raw: Any) -> Any:
         """Parse ``raw`` (a string from the command line, or a YAML/JSON value) into this type."""
@@ -72,7 +78,10 @@ class Param:
                     except json.JSONDecodeError as e:
                         raise ParamError(self._bad(raw, f"not a JSON list ({e.msg})")) from None
                 else:
-                    items = [s for s in text.split(",") if s.strip()]
+                    items = text.split(",")
+                    if len(items) > 1 and any(not s.strip() for s in items):
+                        raise ParamError(self._bad(raw, "an empty item between commas (write e.g. 16,32,64)"))
+                    items = [s for s in items if s.strip()]
             elif isinstance(raw, (list, tuple)):
                 items = list(raw)
             else:
@@ -80,6 +89,11 @@ class Param:
             if not items:
                 raise ParamError(self._bad(raw, "the list is empty"))
             value = [self._coerce_scalar(base, x, raw) for x in items]
+            if self.unique and len(set(value)) != len(value):
+                twice = sorted({v for v in value if value.count(v) > 1}, key=str)
+                raise ParamError(self._bad(raw, f"{_short(twice)} given more than once; give each item once"))
+            if self.max_len is not None and len(value) > self.max_len:
+                raise ParamError(self._bad(raw, f"{len(value)} items, more than {self.max_len}"))
         else:
             value = self._coerce_scalar(base, raw, raw)
         self._check_range(value)
@@ -129,8 +143,16 @@ class Param:
                 raise ParamError(self._bad(value, "above the maximum"))
 
     def _bad(self, raw: Any, why: str) -> str:
-        return (f"parameter {self.name!r} = {raw!r}: {why}; {self.name} takes {self.type}, "
+        return (f"parameter {self.name!r} = {_short(raw)}: {why}; {self.name} takes {self.type}, "
                 f"{self.describe_range()} (default {self.default!r}; {self.help})")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 5000-digit number is not echoed whole)."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 25]}...({len(text)} characters)"
 
 
 def _fmt(x: float) -> str:
@@ -144,7 +166,7 @@ _ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.
                   ast.Name, ast.Load, ast.Constant, ast.Call, ast.List, ast.Tuple, ast.IfExp,
                   ast.GeneratorExp, ast.comprehension, ast.Store)
 _FUNCS = {"len": len, "min": min, "max": max, "all": all, "any": any, "abs": abs, "sorted": sorted, "set": set,
-          "sum": sum}
+          "sum": sum, "exp": math.exp, "log": math.log, "sqrt": math.sqrt}
 COST_KEYS = ("seconds", "memory_mb", "network_step", "calibration")   # the front matter's `cost:` (posbias.cost)
 
 
@@ -197,11 +219,14 @@ class Chapter:
         for c in self.constraints:
             code = _compile_rule(c["rule"])
             # the values as globals, so that a generator expression (all(w <= n for w in ws)) sees them
-            ok = eval(code, {"__builtins__": {}, **_FUNCS, **values})  # noqa: S307 - vetted AST above
+            try:
+                ok = eval(code, {"__builtins__": {}, **_FUNCS, **values})  # noqa: S307 - vetted AST above
+            except (ArithmeticError, ValueError) as e:      # e.g. exp() of a huge value: out of what it covers
+                ok, c = False, {**c, "message": f"{c.get('message', '')} (the rule cannot be evaluated: {e})"}
             if not ok:
                 names = [n.id for n in ast.walk(ast.parse(c["rule"], mode="eval"))
                          if isinstance(n, ast.Name) and n.id in values]
-                shown = ", ".join(f"{n} = {values[n]!r}" for n in dict.fromkeys(names))
+                shown = ", ".join(f"{n} = {_short(values[n])}" for n in dict.fromkeys(names))
                 raise ParamError(f"impossible combination for chapter {self.id!r}: {shown} violates "
                                  f"`{c['rule']}`: {c.get('message', '')}")
 
@@ -293,7 +318,10 @@ def _load(chapter_id: str) -> Chapter:
         if not spec.get("help"):
             raise ValueError(f"{path}: parameter {name} needs a one-line 'help'")
         choices = tuple(spec["choices"]) if spec.get("choices") is not None else None
-        p = Param(name, spec["type"], spec.get("default"), spec["help"], spec.get("min"), spec.get("max"), choices)
+        if (spec.get("unique") or spec.get("max_len")) and not spec["type"].endswith("_list"):
+            raise ValueError(f"{path}: parameter {name}: unique and max_len apply to lists only")
+        p = Param(name, spec["type"], spec.get("default"), spec["help"], spec.get("min"), spec.get("max"), choices,
+                  bool(spec.get("unique", False)), spec.get("max_len"))
         p.coerce(p.default)  # the declared default must itself be valid
         params[name] = p
     profiles = {k: dict(v or {}) for k, v in (block.get("profiles") or {}).items()}

@@ -161,6 +161,34 @@ def test_a_constraint_may_use_a_generator_expression_over_the_parameters():
         ch.resolve(overrides={"ws": "2,9"})
 
 
+def test_empty_items_duplicates_and_long_numbers_are_refused_in_a_few_words():
+    from posbias.chapters import Param
+
+    grid = Param("d_list", "int_list", [16, 64], "widths", 4, 4096, unique=True, max_len=3)
+    with pytest.raises(ParamError, match="empty item"):
+        grid.coerce("16,,64")
+    with pytest.raises(ParamError, match="empty item"):
+        grid.coerce("16,64,")
+    with pytest.raises(ParamError, match=r"\[16\] given more than once"):
+        grid.coerce("[16, 16]")
+    with pytest.raises(ParamError, match="4 items, more than 3"):
+        grid.coerce("4,8,16,32")
+    assert grid.coerce("16,64") == [16, 64] and grid.coerce(" 16 ") == [16]
+    assert Param("a", "int_list", [1], "a", 0).coerce("[0, 0]") == [0, 0]        # not declared unique
+    seed = Param("seed", "int", 0, "seed", 0, 2**32 - 1)
+    for raw in ("7" * 5000, 7 ** 6000):
+        with pytest.raises(ParamError) as e:
+            seed.coerce(raw)
+        assert len(str(e.value)) < 300, len(str(e.value))
+
+
+def test_duplicates_are_refused_where_a_chapter_declares_them_unique():
+    with pytest.raises(ParamError, match="given more than once"):
+        get_chapter("sinks-streaming").resolve("smoke", {"sinks": "[0, 0]"})
+    with pytest.raises(ParamError, match="empty item"):
+        get_chapter("kim-fig-1").resolve("smoke", {"d_list": "16,,64"})
+
+
 # --------------------------------------------------------------------------- figure captions: one source
 
 def test_figure_captions_are_the_directive_bodies_without_options():
