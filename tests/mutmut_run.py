@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import random
 import re
 import shutil
@@ -85,7 +86,10 @@ def main() -> int:
     survivors = sorted(k for k, v in tested.items() if v == "survived")
     diffs = {k: subprocess.run([*mutmut, "show", k], cwd=work, env=env, capture_output=True, text=True).stdout
              for k in survivors}
-    summary = {"generated": len(status), "tested": len(tested), "killed": killed,
+    info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), platform.machine())
+    summary = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": f"{cpu}, {os.cpu_count()} cores",
+               "generated": len(status), "tested": len(tested), "killed": killed,
                "score": killed / len(tested) if tested else None, "wall_seconds": round(wall),
                "jobs": args.jobs, "sample": args.sample, "survivors": diffs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

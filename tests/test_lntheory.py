@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 
 def test_lnsim_reexports_the_closed_forms():
@@ -47,3 +48,13 @@ def test_layer1_moments_variance_next_order_matches_sample_correlation():
     predicted = v * (1 + (1 + 5.5 * alpha**2) / d)
     assert abs(np.var(d * r / math.sqrt(d)) - predicted) < v * (30 / d**2 + 4.5 * math.sqrt(2 / n))
     assert abs(np.var(math.sqrt(d) * r) - v) > 3 * v * math.sqrt(2 / n)     # the 1/d term is resolved
+
+
+def test_layer2_without_layernorm_is_the_mean_field_recursion():
+    """Two derivations of the no-LN layer-2 scores: the direct formula and noln_mean_field's recursion."""
+    from posbias import lntheory
+
+    direct = lntheory.layer2_scores(7, 32, 0.4, layernorm=False)
+    recursion = lntheory.noln_mean_field(7, 32, 0.4, 2)[1]
+    low = ~torch.isnan(direct)
+    assert torch.allclose(direct[low], recursion[low], rtol=1e-12, atol=0)

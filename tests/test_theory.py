@@ -119,6 +119,7 @@ def test_half_weight_distances():
     k = theory.half_weight_distance_rope(0.01, 2.0)
     assert math.isclose(math.exp(2.0 * (math.cos(k * 0.01) - 1)), 0.5)
     assert theory.half_weight_distance_rope(0.01, 0.1) == math.inf
+    assert theory.half_weight_distance_rope(0.01, 0.3) == math.inf       # 1 - ln 2 / beta = -1.31: just below -1
     assert math.isclose(theory.rope_slowest_angle(64), 10000 ** (-62 / 64))
 
 
