@@ -32,7 +32,7 @@ from typing import Any, Callable
 from . import cost
 from .chapters import Chapter, ParamError, get_chapter
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, source_date_epoch
-from .store import atomic_write_text
+from .store import atomic_write_text, write_error
 
 __all__ = ["RunResult", "run_chapter", "default_out", "EXIT_OK", "EXIT_RAISED", "EXIT_BAD_INPUT", "EXIT_CHECK_FAILED"]
 
@@ -282,6 +282,23 @@ def _show_one_parameters_cell(nb_path: Path) -> None:
     atomic_write_text(nb_path, nbformat.writes(nb))
 
 
+_RESUMED = r"resumed from step (\d+)/(\d+)"
+
+
+def resumed_steps(nb_path: Path) -> list[tuple[int, int]]:
+    """``(step, steps)`` for every training the executed notebook ``nb_path`` resumed from a checkpoint,
+    read from the lines ``posbias.training`` prints there (empty when nothing resumed or no notebook)."""
+    import re
+
+    try:
+        nb = json.loads(nb_path.read_text())
+    except (OSError, ValueError):
+        return []
+    text = "".join("".join(o.get("text", "")) for c in nb.get("cells", []) for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream")
+    return [(int(a), int(b)) for a, b in re.findall(_RESUMED, text)]
+
+
 def run_chapter(
     chapter_id: str,
     overrides: dict[str, Any] | None = None,
@@ -308,6 +325,8 @@ def run_chapter(
             return _run_locked(chapter, params, profile, out, timeout, device, write_data, quiet)
     except ParamError as e:
         return RunResult(EXIT_BAD_INPUT, None, f"error: {e}")
+    except OSError as e:            # the runner's own writes: the notebook, results.json (store.WriteError)
+        return RunResult(EXIT_RAISED, None, f"error: {write_error(getattr(e, 'filename', None) or out, e)}")
 
 
 def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Path, timeout: int, device: str,
@@ -353,6 +372,9 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
         ))
         if error is not None and not isinstance(error, Exception):
             raise error
+        if isinstance(error, OSError) and stopped_by is None:    # papermill could not write the notebook
+            nb_path.unlink(missing_ok=True)
+            raise write_error(getattr(error, "filename", None) or nb_path, error)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
         for k, v in saved.items():
@@ -383,6 +405,11 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
         "data": record["data"],
         "provenance": collect(started=started, wall_seconds=round(wall, 2), seeds=seeds, device=dev),
     }
+    resumed = resumed_steps(nb_path)
+    if resumed:
+        results["resumed"] = [{"step": a, "steps": b} for a, b in resumed]
+        print(f"{chapter_id}: resumed training from a checkpoint at step "
+              + ", ".join(f"{a:,}/{b:,}" for a, b in resumed), file=sys.stderr, flush=True)
     if error is not None:
         results["error"] = _failure_summary(error)
     if interrupted:
@@ -396,6 +423,9 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
                f"unfinished training keeps its checkpoint: run the same command again to resume\n"
                f"  the partial executed notebook: {nb_path}")
         return RunResult(128 + stopped_by, out, msg, results)
+    if error is not None and getattr(error, "ename", "") in ("WriteError", "OSError", "PermissionError"):
+        msg = f"error: {chapter_id}: {error.evalue}"        # a failed write in the kernel: one line, its path
+        return RunResult(EXIT_RAISED, out, msg, results)
     if error is not None:
         msg = (f"{chapter_id}: the notebook raised after {wall:.1f} s\n  {results['error']}\n"
                f"  the partial executed notebook is kept for inspection: {nb_path}")

@@ -37,9 +37,9 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sha256_file
 
-__all__ = ["DATA", "MANIFEST", "DataError", "cache_dir", "key_of", "cached", "checkpoint_dir", "atomic_write",
-           "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest", "verify_data", "locked",
-           "lookup", "result_name", "is_stored", "usable_entry", "file_hash"]
+__all__ = ["DATA", "MANIFEST", "DataError", "WriteError", "write_error", "cache_dir", "key_of", "cached",
+           "checkpoint_dir", "atomic_write", "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest",
+           "verify_data", "locked", "lookup", "result_name", "is_stored", "usable_entry", "file_hash"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -47,6 +47,40 @@ MANIFEST = DATA / "manifest.json"
 
 class DataError(RuntimeError):
     """A file of ``data/`` that the manifest does not vouch for (missing, not listed, or altered)."""
+
+
+class WriteError(OSError):
+    """A write into the cache, ``data/`` or a run's folder that failed (no space left, no permission):
+    its message is one line naming the path and the cause; nothing half-written is left behind."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def write_error(path: Path, e: BaseException) -> WriteError:
+    """``e`` (an ``OSError``) as a :class:`WriteError` naming ``path`` and the cause in words."""
+    cause = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else (str(e).splitlines() or ["?"])[0][:200]
+    err = e if isinstance(e, WriteError) else WriteError(f"cannot write {path}: {cause}")
+    err.errno = getattr(e, "errno", None)
+    return err
+
+
+class _Recording:
+    """A file that remembers the first ``OSError`` of its ``write`` (torch's writer replaces it by
+    "unexpected pos"; this keeps the cause, e.g. no space left on device)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f, self.error = f, None
+
+    def write(self, b: Any) -> int:
+        try:
+            return self._f.write(b)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
 
 
 def cache_dir() -> Path:
@@ -83,19 +117,27 @@ def to_jsonable(obj: Any) -> Any:
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Call ``write(f)`` on a temporary file in ``path``'s folder, fsync it, then ``os.replace`` it onto
     ``path``: a reader sees the old file or the whole new one, never a part. The temporary file is
-    removed if ``write`` raises or the process is interrupted."""
+    removed if ``write`` raises or the process is interrupted. A failed write (no space, no permission,
+    also inside torch's writer) is a :class:`WriteError` naming ``path`` and the cause."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise write_error(path, e) from e
+    rec = None
     try:
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            rec = _Recording(f)
+            write(rec)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+    except BaseException as e:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) or (rec is not None and rec.error is not None and isinstance(e, RuntimeError)):
+            raise write_error(path, rec.error if rec is not None and rec.error is not None else e) from e
         raise
 
 
@@ -112,8 +154,12 @@ def atomic_write_text(path: Path, text: str) -> None:
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on ``path`` (created if needed), held for the ``with`` block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "a+")
+    except OSError as e:
+        raise write_error(path, e) from e
+    with f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -189,16 +235,6 @@ def _sidecar(path: Path) -> Path:
 _WARNED: set[tuple] = set()
 
 
-def _entry_version(path: Path) -> tuple | None:
-    """What identifies one version of a user-cache entry: its and its hash file's (size, mtime); None
-    when the entry does not exist."""
-    try:
-        side = _sidecar(path)
-        return _stat_key(path), (_stat_key(side) if side.exists() else None)
-    except FileNotFoundError:
-        return None
-
-
 def _check_entry(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``(record, None)`` when the user-cache entry ``path`` verifies (its SHA-256 against the hash
     stored beside it, when there is one; it parses; its embedded result hash), else ``(None, why)``."""
@@ -222,10 +258,12 @@ def usable_entry(path: Path) -> dict[str, Any] | None:
     beside it (entries written before these hashes: their embedded result hash) and parses; None
     otherwise. A damaged entry is warned about (once per process and version of the file) and
     counts as not stored, so the planner, the cost estimate, ``--status`` and the read all recompute it."""
-    version = _entry_version(Path(path))
-    if version is None:
+    path, side = Path(path), _sidecar(Path(path))
+    try:            # one version of the entry: its and its hash file's (path, size, mtime)
+        version = _stat_key(path), (_stat_key(side) if side.exists() else None)
+    except FileNotFoundError:
         return None
-    rec, why = _check_entry(Path(path))
+    rec, why = _check_entry(path)
     if why is not None and version not in _WARNED:
         _WARNED.add(version)
         warnings.warn(f"{path}: {why}; not reading it, recomputing", stacklevel=2)
@@ -370,8 +408,7 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
 
 
 def _set_manifest(name: str, file_hash: str | None) -> None:
-    """List ``name`` (relative to ``data/``) in the manifest with ``file_hash``, or drop it (None)."""
-    update_manifest({name: file_hash})
+    update_manifest({name: file_hash})      # list ``name`` with ``file_hash``, or drop it (None)
 
 
 def update_manifest(changes: dict[str, str | None]) -> None:
@@ -451,11 +488,8 @@ def verify_data(log=print) -> list[str]:
     return problems
 
 
-# Thin re-exports, kept only until posbias.training (checkpoints, status), posbias.llm and posbias.lnsim
-# import these names from their new homes, posbias.parking and posbias.recompute. Not for new code.
-_MOVED = {**{n: "parking" for n in ("PARKED_DIR", "PART_BYTES", "parked_path", "parked_parts", "parked_files",
-                                    "parked_checkpoints", "parked_checkpoint", "park", "unpark")},
-          **{n: "recompute" for n in ("Recompute", "RECOMPUTE", "recomputable")}}
+# Thin re-exports, kept only until posbias.lnsim imports these names from their home, posbias.recompute.
+_MOVED = {n: "recompute" for n in ("Recompute", "RECOMPUTE", "recomputable")}
 
 
 def __getattr__(name: str) -> Any:

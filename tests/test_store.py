@@ -1,4 +1,5 @@
 """The cache never lies: atomic writes, hash checks, locks, committed files never overwritten."""
+import errno
 import json
 import multiprocessing as mp
 import os
@@ -302,3 +303,64 @@ def test_every_committed_file_is_under_5_MB():
     big = [(str(p), p.stat().st_size) for p in (store.ROOT / "data").rglob("*") if p.is_file()
            and p.stat().st_size > 5_000_000]
     assert big == []
+
+
+class _FullDisk:
+    """A file from ``os.fdopen`` on a disk that fills after ``room`` bytes (the injected ``ENOSPC``)."""
+
+    def __init__(self, f, room):
+        self.f, self.room = f, room
+
+    def write(self, b):
+        if len(b) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(b)
+        return self.f.write(b)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def _fill_disk(monkeypatch, room=100):
+    real = os.fdopen
+    monkeypatch.setattr(store.os, "fdopen", lambda fd, mode="r", *a, **k: _FullDisk(real(fd, mode, *a, **k), room))
+
+
+def test_a_full_disk_is_one_line_naming_the_path_and_leaves_no_partial_file(env, monkeypatch):
+    import torch
+
+    from posbias.training import checkpoints as ck
+
+    target = env / "out" / "results.json"
+    store.atomic_write_text(target, "old\n")
+    _fill_disk(monkeypatch)
+    with pytest.raises(store.WriteError) as e:
+        store.atomic_write_text(target, "x" * 10_000)
+    assert str(e.value) == f"cannot write {target}: No space left on device" and e.value.errno == errno.ENOSPC
+    assert target.read_text() == "old\n" and sorted(p.name for p in target.parent.iterdir()) == ["results.json"]
+    ckpt = env / "cache" / "u.ckpt" / "state.pt"          # torch's writer said "unexpected pos" here
+    with pytest.raises(store.WriteError, match=f"cannot write {ckpt}: No space left on device$"):
+        ck.save(ckpt, {"w": torch.zeros(10_000)})
+    assert list(ckpt.parent.iterdir()) == []
+    with pytest.raises(store.WriteError, match="No space left on device"):
+        store.cached("exp", {"n": 1}, lambda: {"v": [0.0] * 1000})
+    assert [p.name for p in (env / "cache" / "exp").iterdir() if not p.name.endswith(".lock")] == []
+    monkeypatch.undo()
+    assert store.cached("exp", {"n": 1}, lambda: {"v": [0.0] * 1000}) == {"v": [0.0] * 1000}   # space again: fine
+
+
+def test_a_permission_error_is_one_line_naming_the_path(env, monkeypatch):
+    def refuse(*a, **k):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr(store.tempfile, "mkstemp", refuse)
+    target = env / "ro" / "x.json"
+    with pytest.raises(store.WriteError, match=f"^cannot write {target}: Permission denied$"):
+        store.atomic_write_text(target, "{}")
+    assert not target.exists()

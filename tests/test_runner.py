@@ -1,0 +1,62 @@
+"""posbias.runner: a failed write (no space, no permission) is exit 1 and one line naming the path;
+a resumed training is said (the kill -9 run of it is tests/test_resume.py)."""
+import errno
+import json
+import os
+
+from posbias import runner, store
+
+
+class _KernelError(Exception):
+    """What papermill raises when a cell raised in the kernel (its ename and evalue)."""
+
+    def __init__(self, ename, evalue):
+        super().__init__(evalue)
+        self.ename, self.evalue, self.exec_count, self.traceback = ename, evalue, 7, []
+
+
+def _no_space(path):
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def test_a_write_that_fails_in_the_kernel_is_one_line_and_exit_1(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    err = _KernelError("WriteError", f"cannot write {tmp_path}/cache/x.json: No space left on device")
+    monkeypatch.setattr(runner, "_execute_interruptibly", lambda execute: (err, None))
+    res = runner.run_chapter("wu-thm-4-1", profile="smoke", out=tmp_path / "run", quiet=True)
+    assert res.code == runner.EXIT_RAISED
+    assert res.message == f"error: wu-thm-4-1: cannot write {tmp_path}/cache/x.json: No space left on device"
+
+
+def test_a_notebook_or_results_json_that_cannot_be_written_is_one_line_and_leaves_no_partial_file(tmp_path,
+                                                                                                monkeypatch):
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+
+    def papermill_fails(execute):        # papermill's write of the executed notebook hit a full disk
+        (out / "wu-thm-4-1.ipynb").write_text('{"cells": [')
+        return _no_space(out / "wu-thm-4-1.ipynb"), None
+
+    monkeypatch.setattr(runner, "_execute_interruptibly", papermill_fails)
+    res = runner.run_chapter("wu-thm-4-1", profile="smoke", out=out, quiet=True)
+    assert (res.code, res.message) == (1, f"error: cannot write {out}/wu-thm-4-1.ipynb: No space left on device")
+    assert list(out.iterdir()) == []
+    monkeypatch.setattr(runner, "_execute_interruptibly", lambda execute: (None, None))
+    real = os.fdopen
+
+    def full(fd, mode="r", *a, **k):     # results.json: the disk is full
+        raise _no_space(out)
+
+    monkeypatch.setattr(store.os, "fdopen", full)
+    res = runner.run_chapter("wu-thm-4-1", profile="smoke", out=out, quiet=True)
+    monkeypatch.setattr(store.os, "fdopen", real)
+    assert (res.code, res.message) == (1, f"error: cannot write {out}/results.json: No space left on device")
+    assert "\n" not in res.message and list(out.iterdir()) == []
+
+
+def test_resumed_steps_are_read_from_the_executed_notebook(tmp_path):
+    nb = tmp_path / "x.ipynb"
+    out = {"output_type": "stream", "text": ["resumed from step 412/1000 (/c/state.pt); 588 steps to go\n"]}
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [out]}]}))
+    assert runner.resumed_steps(nb) == [(412, 1000)]
+    assert runner.resumed_steps(tmp_path / "missing.ipynb") == []
