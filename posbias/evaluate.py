@@ -814,6 +814,18 @@ def sink_claims(units: list[dict], mask: torch.Tensor, n_sink: int, *, judge_lea
                   "share1": float(share[0]), "share_other": float(share[1:T - 1].max())}
 
 
+def sink_summary(units: list[dict], mask: torch.Tensor) -> dict[str, float]:
+    """Where single-head units' attention sits, from their stored ``sink_alpha`` ``(seeds, depth, T)``
+    and ``sink_share`` ``(T,)``: ``alpha1`` (key 1's ``alpha``, mean over seeds and layers),
+    ``alpha1_unif`` (its value under uniform attention, :func:`uniform_sink_alpha` of ``mask``),
+    ``share1`` (mean share of (sequence, layer) pairs with ``alpha_1 > 0.3``) and ``share_other``
+    (the largest mean share at keys ``2..T-1``; the last key sees only itself)."""
+    alpha = stack(units, "sink_alpha")
+    share = stack(units, "sink_share").mean(0)
+    return {"alpha1": float(alpha[:, :, 0].mean()), "alpha1_unif": float(uniform_sink_alpha(mask)[0]),
+            "share1": float(share[0]), "share_other": float(share[1:share.shape[0] - 1].max())}
+
+
 def u_statistic(sweep: torch.Tensor) -> torch.Tensor:
     """The depth of a lost-in-the-middle U in position sweeps ``(seeds, N)``: the lower of the
     accuracies at the first and the last slot minus the mean accuracy over the slots between, per
