@@ -98,7 +98,7 @@ def _assert_nothing_half_written(cache: Path, *, allow_checkpoint_tmp: bool = Fa
     tmp = [p for p in cache.rglob("*.tmp") if not (allow_checkpoint_tmp and p.parent.name.endswith(".ckpt"))]
     assert tmp == [], f"temporary files left behind: {tmp}"
     for p in (cache / "wu-units").glob("*.json"):
-        assert store._read_verified(p, None) is not None, f"damaged result {p}"
+        assert store.usable_entry(p) is not None, f"damaged result {p}"
 
 
 def _units(cache: Path) -> dict[str, dict]:
@@ -169,6 +169,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     code, err = _finish(_start(cache, out))
     resumed_seconds = time.perf_counter() - t0
     assert code in (0, 3), err                  # 3: a chapter check failed on these short runs, still a result
+    assert f"{CHAPTER}: resumed training from a checkpoint at step {k3:,}/{STEPS:,}" in err, err[-2000:]
     log = _log(out)
     assert f"resumed from step {k3}/{STEPS}" in log
     m = re.search(r"trained (\d+) of (\d+) steps", log)
@@ -176,6 +177,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert list(cache.rglob("*.ckpt")) == [] and list(cache.rglob("*.tmp")) == []
     _assert_nothing_half_written(cache)
     resumed = json.loads((out / "results.json").read_text())
+    assert resumed["resumed"] == [{"step": k3, "steps": STEPS}]     # it resumed: not retrained from step 0
     # The chapter trained one unit; the rest it reads are Figure 2's committed paper units (its paper section).
     sources = [d["source"] for d in resumed["data"]]
     assert sources.count("computed") == 1 and set(sources) <= {"computed", "committed"}, sources
@@ -184,7 +186,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     code, err = _finish(reference_run)
     fresh_seconds = time.perf_counter() - t_ref
     assert code in (0, 3), err
-    assert re.search(rf"trained {STEPS} of {STEPS} steps", _log(ref_out))
+    assert re.search(rf"trained {STEPS} of {STEPS} steps", _log(ref_out)) and "resumed training" not in err
     a, b = _units(cache), _units(ref_cache)
     assert len(a) == 1 and a.keys() == b.keys()          # the same unit (same key: same parameters and seeds)
     (name,) = a
