@@ -393,7 +393,7 @@ def test_evidence_positions():
 
 def test_retrieval_rows_measures_the_asked_positions(monkeypatch):
     seen = []
-    monkeypatch.setattr(llm, "retrieve", lambda m, t, ex, **kw: seen.append(ex) or
+    monkeypatch.setattr(llm.retrieval, "retrieve", lambda m, t, ex, **kw: seen.append(ex) or
                         {"correct": True, "copied": ex.gold, "logp": 0.0, "answer": ex.value})
     rows = llm.retrieval_rows(None, None, n_pairs=6, trials=2, seed=3, positions=[0, 5])
     assert [(r["gold"], r["trial"]) for r in rows] == [(0, 0), (0, 1), (5, 0), (5, 1)]
