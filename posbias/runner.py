@@ -120,8 +120,9 @@ def out_lock(out: Path):
 
 def gate_cost(chapter: Chapter, params: dict[str, Any], yes: bool, quiet: bool) -> None:
     """Print the run's estimate (:mod:`posbias.cost`) and refuse, before any work, a run whose peak memory
-    exceeds the memory available, or one longer than an hour without ``--yes`` when stdin is a terminal
-    (not on a terminal it runs, saying so). Raises ParamError."""
+    exceeds the memory available, one estimated above ``$POSBIAS_MAX_SECONDS`` (when set), or one longer
+    than an hour without ``--yes`` when stdin is a terminal (not on a terminal it runs, saying so).
+    Raises ParamError."""
     est = cost.estimate(chapter, params)
     if not quiet:
         print(f"{chapter.id}: " + (f"estimated {est.describe()}" if est.declared else
@@ -132,6 +133,11 @@ def gate_cost(chapter: Chapter, params: dict[str, Any], yes: bool, quiet: bool) 
         raise ParamError(f"{chapter.id} with these parameters needs an estimated {est.memory_mb:,.0f} MiB of memory at "
                          f"its peak, more than the {avail:,.0f} MiB available; choose smaller parameters "
                          f"(`posbias list {chapter.id}` shows the cost model)")
+    limit = os.environ.get("POSBIAS_MAX_SECONDS")
+    if limit and est.seconds > float(limit):
+        raise ParamError(f"{chapter.id} with these parameters would run for an estimated "
+                         f"{cost.human_seconds(est.seconds)}, more than POSBIAS_MAX_SECONDS={limit}; choose smaller "
+                         f"parameters or raise the limit")
     if est.seconds > cost.LONG_SECONDS and not yes:
         if sys.stdin is not None and sys.stdin.isatty():
             raise ParamError(f"{chapter.id} with these parameters would run for an estimated "

@@ -1,0 +1,63 @@
+"""``make fuzz``: random valid parameter sets per chapter, drawn by hypothesis from the front matter.
+
+Each chapter gets ``FUZZ_SECONDS / chapters`` seconds (``FUZZ_SECONDS``, default 600; ``FUZZ_CHAPTERS``
+picks chapters, comma-separated). A point is tried as :func:`param_space.try_point` tries it: refused
+(validation, or the cost guard at ``FUZZ_COST_SECONDS`` estimated seconds, default 20), or executed in
+this process (chapters that train networks: validated and costed only). Prints the cases and the exit
+codes per chapter, every exit 1 with its parameters, and exits 1 when there was any.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from param_space import strategy, trains, try_point  # noqa: E402
+from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
+
+
+def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Counter, list]:
+    ch, codes, crashes = get_chapter(cid), collections.Counter(), []
+    end = time.monotonic() + seconds
+
+    @settings(max_examples=100_000, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy(ch))
+    def one(overrides):
+        if time.monotonic() > end:
+            return
+        code, what = try_point(ch, overrides, cost_seconds, execute=not trains(ch))
+        codes[code] += 1
+        if code == 1:
+            crashes.append((overrides, what))
+
+    one()
+    return codes, crashes
+
+
+def main() -> int:
+    os.environ.setdefault("POSBIAS_CACHE", tempfile.mkdtemp(prefix="posbias-fuzz-cache-"))
+    ids = [c for c in os.environ.get("FUZZ_CHAPTERS", "").split(",") if c] or chapter_ids()
+    per = float(os.environ.get("FUZZ_SECONDS", "600")) / len(ids)
+    cost_seconds = float(os.environ.get("FUZZ_COST_SECONDS", "20"))
+    bad = 0
+    for cid in ids:
+        codes, crashes = fuzz(cid, per, cost_seconds)
+        n = sum(codes.values())
+        how = "validated" if trains(get_chapter(cid)) else "run"
+        print(f"{cid:<26} {n:4d} cases ({how}): " + ", ".join(f"exit {k}: {v}" for k, v in sorted(codes.items()))
+              + f"; failures (exit 1): {len(crashes)}", flush=True)
+        for over, what in crashes[:5]:
+            print(f"    exit 1 with {over}: {what}", flush=True)
+        bad += len(crashes)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
