@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["seed_mean_se", "VERDICTS", "t_critical", "p_value", "verdict", "holm"]
+__all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm"]
 
 
 def seed_mean_se(values, n_test: int) -> tuple[float, float]:
@@ -21,12 +21,6 @@ def seed_mean_se(values, n_test: int) -> tuple[float, float]:
     n = v.numel()
     var_seed = float(v.var(unbiased=True)) if n > 1 else 0.0
     return float(v.mean()), float((var_seed / n + 0.5 / n_test) ** 0.5)
-
-
-#: The verdicts of a claim, in the order the chapters count them. ``not comparable``: the claim rests
-#: on networks of which some did not learn the task (:func:`learned`), so its quantity measures how
-#: far training got, not a position bias; it is neither reproduced nor contradicted.
-VERDICTS = ("reproduced", "inconclusive", "contradicted", "not comparable")
 
 
 def t_critical(n_runs: int, level: float = 0.05) -> float:

@@ -351,10 +351,10 @@ def test_fig3_gap_curves_and_fig4_preference_curves():
 
 def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypatch, tmp_path):
     """What the chapters' paper sections do, on units actually trained (smoke settings, a temporary
-    cache): coverage, the figure from the complete configurations, the measurable claims judged for
-    learning and published with the ``paper_`` prefix; and with a seed missing everywhere, nothing
-    complete, no claim, counts glued as 0 and every ensemble named as not started."""
-    from posbias import evaluate as ev, train
+    cache): coverage, the figure from the complete configurations, the register's entries judged on
+    them and published with the ``paper_`` prefix; and with a seed missing everywhere, nothing
+    complete, every entry 'not yet', counts glued as 0 and every ensemble named as not started."""
+    from posbias import claims, evaluate as ev, train
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
@@ -368,19 +368,21 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     fig = figures.fig3_accuracy_figure(pacc)
     assert [len(ax.patches) for ax in fig.axes] == [18, 18]
     assert abs(fig.axes[1].patches[7].get_height() - pres["causal|sin"][0]["ic_accuracy"]["IC_middle_first"]) < 1e-12
-    prows = ev.fig3_measurable_claims(pres, kw["n_test"], judge_learning=True)
-    assert len(prows) == 15 and all(r.learned is not None for r in prows)
-    ev.publish_claims(prows, prefix="paper_")
+    entries3 = claims.register().select(figure="Figure 3")
+    judged = claims.judge(entries3, {"wu-fig-3": pres})
+    assert len(judged) == len(entries3) >= 15 and all(j.status != claims.NOT_YET and j.n_runs == 1 for j in judged)
+    claims.publish(judged, prefix="paper_")
     v = report.record()["values"]
-    assert v["paper_n_claims"] == 15 == sum(v[f"paper_n_{x.replace(' ', '_')}"] for x in ev.VERDICTS)
-    assert v["paper_n_not_comparable"] == 15           # 20 iterations: no network learned the task
-    assert list(ev.claims_frame(prows).data.index) == [r.name for r in prows]
+    assert v["paper_n_claims"] == len(entries3) == sum(v[f"paper_n_{x.replace(' ', '_')}"] for x in claims.STATUSES)
+    assert v["paper_n_not_yet"] == 0 and all(0 < j.share <= 1 for j in judged)
+    assert list(claims.table(judged)["claim"]) == [e.id for e in entries3]
     sweeps = {c: ev.stack(us, "sweep_accuracy") for c, us in pres.items()}
     assert [len(ax.lines) > 0 for ax in figures.fig3_sweep_figure(sweeps).axes] == [True, True]
     assert [len(ax.lines) for ax in figures.fig3_gap_curves_figure(pres).axes] == [7, 7, 7]
     # Figure 4's functions on the same units, labelled as trained at each slot
     res4 = {f"{w}|{c}": us for w in ("first", "middle", "last") for c, us in pres.items()}
-    assert len(ev.fig4_measurable_claims(res4, kw["n_test"], judge_learning=True)) == 15
+    judged4 = claims.judge(claims.register().select(figure="Figure 4"), {"wu-fig-4": res4})
+    assert len(judged4) >= 14 and not [j for j in judged4 if j.status == claims.NOT_YET]
     f4 = figures.fig4_accuracy_figure({k: ev.ic_accuracy_by_set(us) for k, us in res4.items()})
     assert [len(ax.patches) for ax in f4.axes] == [18] * 6
     assert [len(ax.lines) for ax in figures.fig4_preference_curves_figure(res4).axes] == [7, 7, 7]
@@ -388,9 +390,10 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     more = {**kw, "seeds": [0, 1]}
     half = ev.coverage(train.stored_campaign("wu-fig-3", "smoke", **more))
     assert half.statement == "6 of 12 units committed" and half.complete == {}
-    none = ev.fig3_measurable_claims(half.complete, kw["n_test"], judge_learning=True)
-    ev.publish_claims(none, prefix="later_")
-    assert none == [] and report.record()["values"]["later_n_claims"] == 0
+    none = claims.judge(entries3, {"wu-fig-3": half.complete})
+    claims.publish(none, prefix="later_")
+    assert {j.status for j in none} == {claims.NOT_YET}
+    assert report.record()["values"]["later_n_not_yet"] == len(entries3)
     assert report.record()["values"]["later_n_reproduced"] == 0
     text = train.progress_text(train.campaign_status("wu-fig-3", "smoke", **more))
     assert text.count("(2 units) not started") == 3, text
