@@ -5,7 +5,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from .chapters import PROFILES, ParamError, chapter_ids, get_chapter
 
@@ -92,50 +91,6 @@ def _cmd_check_data(args: argparse.Namespace) -> int:
                       experiments=args.experiment, brief=args.brief)
 
 
-def _count_or_auto(raw: str | None, flag: str, what: str, auto: str) -> int | str | None:
-    """``raw`` as a count of at least 1, or ``auto`` (or None) as it is; else :class:`ParamError`."""
-    if raw in (None, "auto"):
-        return raw
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ParamError(f"{flag} {raw}: give a number of {what} of at least 1, or auto ({auto})")
-    return n
-
-
-def _members(raw: str) -> int | str:
-    return _count_or_auto(raw, "--max-members", "units",
-                          "default: 64 in one process, else the size that finishes soonest with every worker busy")
-
-
-def _workers(raw: str | None) -> int | str | None:
-    return _count_or_auto(raw, "--workers", "worker processes", "one per core")
-
-
-def _local_workers(args: argparse.Namespace) -> int:
-    """How many ensembles ``--workers`` trains at a time (``auto``: as ``Engine.local`` counts); 1 in
-    one process, and for a remote cluster, whose size the status does not ask."""
-    if args.workers == "auto":
-        return max(1, len(os.sched_getaffinity(0)) // (args.threads or 1))
-    return args.workers or 1
-
-
-def _engine(args: argparse.Namespace):
-    """The Dask engine the campaign's flags ask for, or None (one process)."""
-    from .training import Engine
-
-    if args.scheduler or args.scheduler_file:
-        return Engine.connect(args.scheduler, args.scheduler_file, threads=args.threads or 1)
-    if args.cluster == "slurm":
-        return Engine.slurm(args.cluster_config, max_jobs=args.max_jobs, gpus=args.gpus_per_worker,
-                            threads=args.threads or 1, dashboard=args.dashboard)
-    if args.workers is not None:
-        return Engine.local(args.workers, threads=args.threads, dashboard=args.dashboard)
-    return None
-
-
 def _stderr_log(quiet: bool):
     """A log that prints a line to stderr, or nothing when ``quiet``."""
     def log(s: str) -> None:
@@ -156,11 +111,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         chapter, params = prepare(args.chapter, overrides, args.profile)
         from . import training
         experiment, profile, settings = training.chapter_campaign(chapter.id, params)
-        members, args.workers = _members(args.max_members), _workers(args.workers)
-        if args.threads is not None and args.threads < 1:
-            raise ParamError(f"--threads {args.threads}: give at least 1 torch thread per task")
-        if args.cluster_config and not Path(args.cluster_config).is_file():
-            raise ParamError(f"--cluster-config {args.cluster_config}: no such file; give a jobqueue.yaml")
+        spec = training.EngineSpec(
+            workers=args.workers, threads=args.threads, scheduler=args.scheduler,
+            scheduler_file=args.scheduler_file, cluster=args.cluster, cluster_config=args.cluster_config,
+            max_jobs=args.max_jobs, gpus_per_worker=args.gpus_per_worker, dashboard=args.dashboard,
+            max_members=args.max_members)
         training.checkpoint_interval()
     except ParamError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -168,7 +123,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     except KeyError as e:
         print(f"error: {e.args[0]}. `posbias run {args.chapter}` computes what it needs by itself.", file=sys.stderr)
         return 2
-    except ValueError as e:             # a bad $POSBIAS_CHECKPOINT_SECONDS
+    except ValueError as e:             # a bad engine flag, or $POSBIAS_CHECKPOINT_SECONDS
         print(f"error: {e}", file=sys.stderr)
         return 2
     log = _stderr_log(args.quiet)
@@ -178,22 +133,17 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.status:
         from .cost import network_step
         print(f"{head}: " + training.format_status(
-            training.campaign_status(experiment, profile, max_members=members, workers=_local_workers(args),
-                                     **settings), model=network_step(chapter, params)))
-        if args.scheduler or args.scheduler_file:
-            from .training.engine import workers_status
-            engine = _engine(args)
-            try:
-                print("\n".join(workers_status(engine)))
-            finally:
-                engine.close()
+            training.campaign_status(experiment, profile, max_members=spec.max_members,
+                                     workers=spec.local_workers(), **settings), model=network_step(chapter, params)))
+        if spec.remote:
+            print("\n".join(spec.workers_status()))
         return 0
     if args.no_train:
         found, missing = training.store_finished(experiment, profile, **settings)
         where = "committed to data/ (or already there)" if args.write_data else "stored"
         parked = ""
         if args.write_data:
-            n = training.park_campaign(experiment, profile, log=log, max_members=members, **settings)
+            n = training.park_campaign(experiment, profile, log=log, max_members=spec.max_members, **settings)
             parked = (f"; checkpoints of unfinished ensembles: {n['parked']} committed to data/checkpoints, "
                       f"{n['kept']} already there, {n['removed']} removed (their units finished, or in parts "
                       f"split from them)")
@@ -206,12 +156,12 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     engine = None
     try:
-        engine = _engine(args)
+        engine = spec.start()
         where = "in this process" if engine is None else f"on {engine.workers} Dask worker(s), " \
             f"{engine.threads} torch thread(s) each"
         print(f"{head}: training the units of {experiment} it reads, {where}", file=sys.stderr)
         res = training.run_campaign(experiment, profile, progress=not args.quiet and sys.stderr.isatty(), log=log,
-                                    max_members=members, engine=engine, **settings)
+                                    max_members=spec.max_members, engine=engine, **settings)
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         print(f"{chapter.id}: campaign stopped by {signal.Signals(signum).name}; finished units are stored and "

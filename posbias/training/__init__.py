@@ -18,8 +18,9 @@ except the measured wall time. A campaign longer than one machine's life is carr
 committing its checkpoints to ``data/checkpoints`` (:func:`park_campaign`).
 
 Running (:mod:`.engine`). One task per part, in this process (chapters) or on Dask (a local cluster,
-a scheduler, Slurm); the driver alone writes the store. :mod:`.campaigns` says which units each
-chapter reads; :mod:`.status` says how far a campaign is.
+a scheduler, Slurm: which one, an :class:`EngineSpec` of :mod:`.spec` says); the driver alone writes
+the store. :mod:`.campaigns` says which units each chapter reads; :mod:`.status` says how far a
+campaign is.
 """
 from __future__ import annotations
 
@@ -30,12 +31,14 @@ from .campaigns import (CHAPTER_CAMPAIGNS, FIG2_PES, FIG3_CONFIGS, PROFILES, cam
 from .checkpoints import Interrupted, checkpoint_interval
 from .engine import Engine, PartBusy, VersionMismatch, run_campaign, run_chapter_campaign, train_part
 from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
+from .spec import EngineSpec
 from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_status, format_status, progress_text,
                      training_time)
 from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
 
 __all__ = [
-           "CHAPTER_CAMPAIGNS", "CampaignStatus", "Engine", "Ensemble", "EnsembleStatus", "FIG2_PES", "FIG3_CONFIGS",
+           "CHAPTER_CAMPAIGNS", "CampaignStatus", "Engine", "EngineSpec", "Ensemble", "EnsembleStatus", "FIG2_PES",
+           "FIG3_CONFIGS",
            "Interrupted", "PROFILES", "PartBusy", "SINK_SEED", "TEST_SEED", "TrainingTime", "UNIT_EXPERIMENT", "Unit",
            "VERSION", "VersionMismatch", "campaign_status", "campaign_units", "chapter_campaign",
            "checkpoint_interval", "default_threads", "device", "fig2_name", "flushed_denormals", "format_status",
