@@ -11,13 +11,29 @@ makes ``posbias run`` refuse), then execute the chapter in this process (:mod:`p
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import resource
 import traceback
-from typing import Any
+from typing import Any, Iterator
 
 from posbias import cost, mutation
 from posbias.chapters import Chapter, ParamError, Param
 
 BIG = 2**32 - 1
+#: address space a point may use (MiB): a cost model that underestimates memory then shows as a
+#: MemoryError (exit 1, named), not as the kernel's OOM killer taking the machine's other work with it
+CAP_MB = int(os.environ.get("PARAM_SPACE_MAX_MB", "8192"))
+
+
+@contextlib.contextmanager
+def memory_cap(mb: int = CAP_MB) -> Iterator[None]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (mb * 2**20, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def trains(ch: Chapter) -> bool:
@@ -93,7 +109,10 @@ def try_point(ch: Chapter, overrides: dict[str, Any], budget_seconds: float, exe
     if not execute:
         return 0, "validated only"
     try:
-        checks = mutation.execute_chapter(ch.id, "smoke", overrides)
+        with memory_cap():
+            checks = mutation.execute_chapter(ch.id, "smoke", overrides)
+    except MemoryError:
+        return 1, f"MemoryError: above {CAP_MB} MiB, where the cost model estimated {est.memory_mb:,.0f} MiB"
     except Exception as e:  # noqa: BLE001 - what `posbias run` reports as exit 1
         where = traceback.extract_tb(e.__traceback__)[-1]
         return 1, f"raised {type(e).__name__}: {str(e)[:200]} at {where.filename}:{where.lineno}"

@@ -20,6 +20,13 @@ from param_space import edges, trains, try_point
 from posbias.chapters import chapter_ids, get_chapter
 
 BUDGET = float(os.environ.get("POSBIAS_EDGE_SECONDS", "8"))
+#: Edges found to exit 1 and not fixed yet (issue 47's closing note): each must still fail, so that the
+#: entry is removed when it is fixed. Executed under a cap on the address space (param_space.memory_cap).
+KNOWN = {
+    ("wu-thm-4-7", "theta_grid=[0.0001]"): "allocates ~7.9 GB (22 GB uncapped); its memory model ignores theta",
+    ("wu-thm-4-7", "beta=0.1"): "IndexError in theory.half_weight_rows: no half-weight distance",
+    ("wu-thm-4-7", "base=2.0"): "IndexError in theory.half_weight_rows: no half-weight distance",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -40,4 +47,5 @@ def test_every_edge_within_the_budget_runs_to_a_verdict(cid):
     ch = get_chapter(cid)
     outcomes = {label: try_point(ch, over, BUDGET, execute=not trains(ch)) for label, over in edges(ch)}
     crashed = {label: what for label, (code, what) in outcomes.items() if code not in (0, 2, 3)}
-    assert not crashed, f"{cid}: exit 1 at declared edges: {crashed}"
+    known = {label for c, label in KNOWN if c == cid}
+    assert set(crashed) == known, f"{cid}: exit 1 at declared edges: {crashed} (known: {sorted(known)})"
