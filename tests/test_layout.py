@@ -10,5 +10,8 @@ def test_module_map_lists_every_module():
     listed = set(re.findall(r"^\| `([\w/]+)` \|", text, flags=re.M))
     modules = {p.relative_to(ROOT / "posbias").with_suffix("").as_posix()
                for p in (ROOT / "posbias").rglob("*.py") if p.name != "__init__.py"}
+    # a package whose __init__ defines functions (not only re-exports) is a module of its own
+    modules |= {p.parent.relative_to(ROOT / "posbias").as_posix() for p in (ROOT / "posbias").rglob("__init__.py")
+                if p.parent != ROOT / "posbias" and "\ndef " in p.read_text()}
     assert modules - listed == set(), f"modules missing from CONTRIBUTING.md's map: {sorted(modules - listed)}"
     assert listed - modules == set(), f"the map names modules that do not exist: {sorted(listed - modules)}"
