@@ -106,6 +106,8 @@ def try_point(ch: Chapter, overrides: dict[str, Any], budget_seconds: float, exe
     avail = cost.available_mb()
     if est.seconds > budget_seconds or (avail is not None and est.memory_mb > avail):
         return 2, f"cost guard: {est.describe()}"
+    if execute and est.memory_mb > CAP_MB / 2:        # the address space holds more than the data: keep room
+        return 2, f"above this harness's memory cap ({CAP_MB} MiB address space): {est.describe()}"
     if not execute:
         return 0, "validated only"
     try:
