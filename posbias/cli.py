@@ -136,7 +136,12 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
             training.campaign_status(experiment, profile, max_members=spec.max_members,
                                      workers=spec.local_workers(), **settings), model=network_step(chapter, params)))
         if spec.remote:
-            print("\n".join(spec.workers_status()))
+            try:
+                print("\n".join(spec.workers_status()))
+            except training.SchedulerLost as e:
+                print(f"error: {e}. Start the scheduler (and its workers) again, or leave out --scheduler.",
+                      file=sys.stderr)
+                return 1
         return 0
     if args.no_train:
         found, missing = training.store_finished(experiment, profile, **settings)
@@ -167,6 +172,14 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         print(f"{chapter.id}: campaign stopped by {signal.Signals(signum).name}; finished units are stored and "
               f"unfinished training keeps its checkpoint: run the same command again to resume", file=sys.stderr)
         return 128 + signum
+    except training.SchedulerLost as e:
+        import logging
+
+        for name in ["distributed", *[n for n in logging.root.manager.loggerDict if n.startswith("distributed.")]]:
+            logging.getLogger(name).disabled = True         # no reconnect tracebacks on the way out
+        print(f"error: {e}: start a scheduler and its workers, then run `{shlex.join(['posbias', *sys.argv[1:]])}` "
+              "again to resume", file=sys.stderr)
+        return 1
     except (training.VersionMismatch, training.PartBusy, OSError, TimeoutError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -29,7 +29,7 @@ from typing import Any
 from .campaigns import (CHAPTER_CAMPAIGNS, FIG2_PES, FIG3_CONFIGS, PROFILES, campaign_units, chapter_campaign,
                         fig2_name, stored_campaign, store_finished)
 from .checkpoints import Interrupted, checkpoint_interval
-from .engine import Engine, PartBusy, VersionMismatch, run_campaign, run_chapter_campaign, train_part
+from .engine import Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign, run_chapter_campaign, train_part
 from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
 from .spec import EngineSpec
 from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_status, format_status, progress_text,
@@ -39,7 +39,8 @@ from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default
 __all__ = [
            "CHAPTER_CAMPAIGNS", "CampaignStatus", "Engine", "EngineSpec", "Ensemble", "EnsembleStatus", "FIG2_PES",
            "FIG3_CONFIGS",
-           "Interrupted", "PROFILES", "PartBusy", "SINK_SEED", "TEST_SEED", "TrainingTime", "UNIT_EXPERIMENT", "Unit",
+           "Interrupted", "PROFILES", "PartBusy", "SchedulerLost", "SINK_SEED", "TEST_SEED", "TrainingTime",
+           "UNIT_EXPERIMENT", "Unit",
            "VERSION", "VersionMismatch", "campaign_status", "campaign_units", "chapter_campaign",
            "checkpoint_interval", "default_threads", "device", "fig2_name", "flushed_denormals", "format_status",
            "park_campaign", "progress_text", "run_campaign", "run_chapter_campaign", "set_flush_denormal",

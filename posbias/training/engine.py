@@ -60,6 +60,25 @@ class VersionMismatch(RuntimeError):
     """A worker runs other code or other package versions than the driver."""
 
 
+class SchedulerLost(RuntimeError):
+    """The Dask scheduler went away (or cannot be reached): finished units are stored, unfinished
+    parts keep their checkpoints, and the same command resumes once a scheduler is back."""
+
+    def __init__(self, address: str, cause: BaseException | str):
+        self.address = address
+        why = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        super().__init__(f"lost the Dask scheduler {address} ({why[:160]}); finished units are stored and "
+                         "unfinished parts keep their checkpoints")
+
+
+def _scheduler_gone(client: Any, exc: BaseException) -> bool:
+    """Did ``exc`` come from losing the scheduler (not from a task)?"""
+    text = f"{type(exc).__name__}: {exc}"
+    return (getattr(client, "status", "running") not in ("running", "connecting")
+            or "connection-lost" in text or "CommClosedError" in text or "scheduler" in text.lower()
+            and "lost" in text.lower())
+
+
 # --------------------------------------------------------------------------- what a worker runs
 
 def fingerprint() -> dict[str, str]:
@@ -213,7 +232,11 @@ class Engine:
         wrote); its workers are checked against the driver (:func:`check_workers`)."""
         from distributed import Client
 
-        client = Client(address, timeout="30s") if address else Client(scheduler_file=scheduler_file, timeout="30s")
+        try:
+            client = (Client(address, timeout="30s") if address
+                      else Client(scheduler_file=scheduler_file, timeout="30s"))
+        except (OSError, TimeoutError) as e:
+            raise SchedulerLost(address or f"in {scheduler_file}", e) from e
         engine = cls(client, max(1, len(client.scheduler_info()["workers"])), threads, None, [client.close])
         try:
             check_workers(client)
@@ -373,11 +396,17 @@ def _run_parts(parts: list[list[Unit]], found: list[ck.Found], engine: Engine | 
     futures = {engine.client.submit(train_part, part, threads=engine.threads, expect=expect, key=part_key(part),
                                     pure=False, retries=3, resources=engine.resources, stop_event=stop.name): part
                for part in parts}
+    address = str(getattr(engine.client.scheduler, "address", "") or "")
     try:
         for fut in as_completed(futures):
             part = futures[fut]
             yield part, fut.result()
             bar.finished(part)
+    except Exception as e:
+        if _scheduler_gone(engine.client, e):   # nobody left to ask the workers to save: their last checkpoints stand
+            raise SchedulerLost(address, e) from e
+        _stop_workers(stop, [f for f in futures if not f.done()], log)
+        raise
     except BaseException:       # interrupted, or closed by the caller on its way out: let the workers save first
         _stop_workers(stop, [f for f in futures if not f.done()], log)
         raise
