@@ -290,6 +290,7 @@ def half_weight_rows(m: float, theta_slow: float, beta: float, d: int, base: flo
 
     pred = half_weight_distance_rope(theta_slow, beta)
     n_far = int(min(2 * pred, math.pi / theta_slow)) + 2 if math.isfinite(pred) else 4096
+    n_far = max(n_far, math.ceil(half_weight_distance_decay(m)) + 2)     # the decay row must reach its half too
     w_decay = torch.exp(-m * torch.arange(n_far, dtype=torch.float64))
     s_rope = rope_row_scores(n_far, theta_slow, beta)
     w_rope = torch.exp(s_rope - s_rope[0])

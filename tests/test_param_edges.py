@@ -22,11 +22,7 @@ from posbias.chapters import chapter_ids, get_chapter
 BUDGET = float(os.environ.get("POSBIAS_EDGE_SECONDS", "8"))
 #: Edges found to exit 1 and not fixed yet (issue 47's closing note): each must still fail, so that the
 #: entry is removed when it is fixed. Executed under a cap on the address space (param_space.memory_cap).
-KNOWN = {
-    ("wu-thm-4-7", "theta_grid=[0.0001]"): "allocates ~7.9 GB (22 GB uncapped); its memory model ignores theta",
-    ("wu-thm-4-7", "beta=0.1"): "IndexError in theory.half_weight_rows: no half-weight distance",
-    ("wu-thm-4-7", "base=2.0"): "IndexError in theory.half_weight_rows: no half-weight distance",
-}
+KNOWN: dict[tuple[str, str], str] = {}     # wu-thm-4-7's three (theta 1e-4, beta 0.1, base 2) are fixed
 
 
 @pytest.fixture(autouse=True)
