@@ -11,6 +11,8 @@ makes ``posbias run`` refuse), then execute the chapter in this process (:mod:`p
 """
 from __future__ import annotations
 
+import math
+
 import contextlib
 import os
 import resource
@@ -86,11 +88,29 @@ def strategy(ch: Chapter):
                              allow_nan=False, allow_infinity=False)
         return st.text(min_size=1, max_size=8)
 
+    smoke = ch.resolve("smoke")
+
+    def near(p: Param, v: Any):
+        """Values around the smoke profile's ``v`` (a quarter to four times it, within the range):
+        most of the declared space is far too costly for a fuzz run, and the guard would refuse it all."""
+        base = p.type.removesuffix("_list")
+        if p.choices is not None or base not in ("int", "float") or not isinstance(v, (int, float)) or v == 0:
+            return scalar(p)
+        lo, hi = (p.min if p.min is not None else -math.inf), (p.max if p.max is not None else math.inf)
+
+        def scale(f: float) -> Any:
+            x = min(max(v * f, lo), hi)
+            return int(round(x)) if base == "int" else float(x)
+        return st.floats(0.25, 4.0).map(scale)
+
     fields = {}
     for p in ch.params.values():
-        s = scalar(p)
+        v = smoke[p.name]
         if p.type.endswith("_list"):
-            s = st.lists(s, min_size=1, max_size=p.max_len or 6, unique=p.unique)
+            item = st.one_of(near(p, v[0]) if v else scalar(p), scalar(p)) if v else scalar(p)
+            s = st.lists(item, min_size=1, max_size=p.max_len or max(len(v), 1) + 2, unique=p.unique)
+        else:
+            s = st.one_of(near(p, v), near(p, v), near(p, v), scalar(p))     # mostly near smoke, sometimes anywhere
         fields[p.name] = s
     return st.fixed_dictionaries({}, optional=fields)
 
