@@ -352,8 +352,8 @@ def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
     from .. import report
 
     for holm, tag in ((False, ""), (True, "holm_")):
-        for s, n in counts(judged, holm).items():
-            report.value(f"{prefix}{tag}n_{s.replace(' ', '_')}", n)
+        for s in STATUSES:                      # the total is n_claims (a chapter's n_total is its units)
+            report.value(f"{prefix}{tag}n_{s.replace(' ', '_')}", counts(judged, holm)[s])
     report.value(f"{prefix}n_claims", len(judged))
     report.value(f"{prefix}n_not_converged", sum(bool(j.converged is False) for j in judged))
     for j in judged:

@@ -49,5 +49,4 @@ def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title:
     else:
         axes.flat[0].text(0.5, 0.5, "no complete configuration yet", ha="center", transform=axes.flat[0].transAxes)
     fig.suptitle(f"{title} (dashed grey: training loss, right axis)", fontsize=10)
-    fig.tight_layout()
     return fig
