@@ -278,3 +278,15 @@ def test_each_figure_has_one_caption_its_directive(cid):
     assert sorted(names) == sorted(ch.captions), \
         f"{cid}: figures saved {sorted(names)}, {{glue:figure}} directives {sorted(ch.captions)}"
     assert all(ch.captions.values()), f"{cid}: a {{glue:figure}} directive without a caption"
+
+
+@pytest.mark.parametrize("cid", CHAPTERS)
+def test_shown_code_fits_the_page_column(cid):
+    """The book build's page scan (tests/test_pages.py) refuses a shown code line over
+    MAX_CODE_LINE characters; this catches the same line in the source, without a build."""
+    from test_pages import MAX_CODE_LINE
+    nb = jupytext.read(get_chapter(cid).path)
+    long = [line for c in nb.cells if c.cell_type == "code"
+            and not {"remove-input", "remove-cell"} & set(c.metadata.get("tags", []))
+            for line in c.source.splitlines() if len(line) > MAX_CODE_LINE]
+    assert not long, f"{cid}: shown code lines over {MAX_CODE_LINE} characters: {long}"
