@@ -1,13 +1,14 @@
 """Cumulative context ``P(t) = A(t) A(t-1) ... A(0)`` (attention rollout)."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 
 __all__ = ["rollout", "first_position_mass", "layers_to_reach", "stream_rollout", "row_powers",
            "causal_bound_ratios", "first_mass_drops", "drain_summary",
-           "prefix_rollout"]
+           "prefix_rollout", "walk_sum"]
 
 
 def rollout(attn: torch.Tensor, residual: bool = False) -> torch.Tensor:
@@ -181,3 +182,18 @@ def prefix_rollout(layers, k: int, logit_bound: float) -> dict:
             "share_min": float(kept.amin(dim=(1, 2)).min()),
             "share_floor_ok": bool((kept >= floor0[0][:, None, None, :] - 1e-12).all()),
             "a_priori": a_priori, "final": float(deficit[:, -1].max())}
+
+
+def walk_sum(layers, i: int, j: int) -> float:
+    """Entry ``(i, j)`` of ``A(t) ... A(0)`` for ``layers = [A(0), ..., A(t)]`` (each ``(N, N)``),
+    by enumerating every walk ``i -> l_1 -> ... -> l_t -> j`` that takes one step per layer, the
+    last layer first, and summing the products of the weights along it: ``N^t`` walks, no matrix
+    product. The reference the chapters check :func:`rollout` and :func:`stream_rollout` against,
+    so it shares no code with them; use it on a few tokens and layers only."""
+    n, total = layers[0].shape[-1], 0.0
+    for mids in itertools.product(range(n), repeat=len(layers) - 1):
+        walk, w = (i, *mids, j), 1.0
+        for step, a in enumerate(reversed(layers)):
+            w *= float(a[walk[step], walk[step + 1]])
+        total += w
+    return total

@@ -121,3 +121,17 @@ def test_prefix_rollout_keeps_the_prefix_columns_and_its_bounds_hold():
     assert abs(r["drawn_ratio"] - drawn) < 1e-9 and 0 < r["drawn_ratio"] <= 1 and r["generic_ratio"] <= 1
     assert r["share_floor_ok"] and r["share_min"] >= r["a_priori"]
     assert abs(r["final"] - float((1 - p[:, -1, :, :k].sum(-1)).max())) < 1e-12
+
+
+def test_walk_sum_is_the_product_in_its_order():
+    """The chapters' brute-force reference: the sum over walks equals A(t) ... A(0), and not the
+    product taken the other way round (non-commuting layers tell the two apart)."""
+    from posbias.rollout import walk_sum
+    g = torch.Generator().manual_seed(3)
+    layers = [torch.softmax(torch.randn(4, 4, generator=g, dtype=torch.float64), -1) for _ in range(3)]
+    forward = layers[2] @ layers[1] @ layers[0]
+    backward = layers[0] @ layers[1] @ layers[2]
+    got = torch.tensor([[walk_sum(layers, i, j) for j in range(4)] for i in range(4)], dtype=torch.float64)
+    assert torch.allclose(got, forward, atol=1e-14)
+    assert (got - backward).abs().max() > 1e-3
+    assert walk_sum(layers[:1], 2, 1) == float(layers[0][2, 1])
