@@ -16,20 +16,25 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 from param_space import strategy, trains, try_point  # noqa: E402
 from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
 
+#: Points drawn per hypothesis run; runs repeat until the chapter's time is up.
+BATCH = 20
+
 
 def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Counter, list]:
+    """Draw and try points of ``cid`` for about ``seconds`` (a case that starts in time runs to its
+    end). Hypothesis draws in small batches, so nothing is drawn after the time is up."""
     ch, codes, crashes = get_chapter(cid), collections.Counter(), []
     end = time.monotonic() + seconds
 
-    @settings(max_examples=100_000, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=BATCH, deadline=None, database=None, derandomize=False,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(strategy(ch))
-    def one(overrides):
+    def batch(overrides):
         if time.monotonic() > end:
             return
         code, what = try_point(ch, overrides, cost_seconds, execute=not trains(ch))
@@ -37,7 +42,8 @@ def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Cou
         if code == 1:
             crashes.append((overrides, what))
 
-    one()
+    while time.monotonic() < end:
+        batch()
     return codes, crashes
 
 
