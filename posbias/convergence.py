@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["GAP_NAMES", "StopRule", "PLATEAU", "RULES", "rule", "gap_curve", "gap_se", "window_change",
-           "rule_holds", "stop_step", "sign_stable_from", "plateau_rows"]
+           "rule_parts", "rule_holds", "first_held", "stop_step", "sign_stable_from", "plateau_rows"]
 
 #: The paper's three gaps, ``"a-b"``: ``acc(IC_a_b) - acc(IC_b_a)``, positive = the earlier slot preferred.
 GAP_NAMES = ("first-middle", "first-last", "middle-last")
@@ -114,22 +114,45 @@ def _at(steps: Sequence[int], end: int) -> int:
     return idx[0]
 
 
-def rule_holds(curves: Mapping[str, Sequence], n_test: int, r: StopRule, end: int | None = None) -> np.ndarray:
-    """Does ``r`` hold at the evaluation ``end`` (default the last)? A bool, or ``(E,)`` bools for an
-    ensemble's curves. False before ``r.min_step`` or when the window is not covered."""
+def rule_parts(curves: Mapping[str, Sequence], n_test: int, r: StopRule,
+               end: int | None = None) -> dict[str, np.ndarray]:
+    """Each part of ``r`` at the evaluation ``end`` (default the last): ``{gap name: held, ...,
+    "loss": held}``, each a bool or ``(E,)`` bools for an ensemble's curves; a gap holds when its
+    fitted change over the window is within ``gap_z`` SE, the loss when its fitted change is within
+    ``loss_rel`` of its value. All False before ``r.min_step`` or when the window is not covered."""
     steps = list(curves["step"])
     end = steps[-1] if end is None else end
     i = _at(steps, end)
     shape = np.shape(np.asarray(curves["loss"][i]))
     if end < r.min_step or end - r.window < steps[0]:
-        return np.zeros(shape, dtype=bool) if shape else np.bool_(False)
-    ok = np.ones(shape, dtype=bool)
+        return {name: np.zeros(shape, dtype=bool) if shape else np.bool_(False) for name in (*GAP_NAMES, "loss")}
+    parts = {}
     for name in GAP_NAMES:
         change = window_change(steps, gap_curve(curves, name), end, r.window)
-        ok &= np.abs(change) <= r.gap_z * gap_se(curves, name, n_test)[i]
+        parts[name] = np.abs(change) <= r.gap_z * gap_se(curves, name, n_test)[i]
     loss = np.asarray(curves["loss"], dtype=float)
-    ok &= np.abs(window_change(steps, loss, end, r.window)) <= r.loss_rel * np.abs(loss[i])
-    return ok if shape else np.bool_(ok)
+    parts["loss"] = np.abs(window_change(steps, loss, end, r.window)) <= r.loss_rel * np.abs(loss[i])
+    return parts
+
+
+def rule_holds(curves: Mapping[str, Sequence], n_test: int, r: StopRule, end: int | None = None) -> np.ndarray:
+    """Does ``r`` hold at the evaluation ``end`` (default the last)? A bool, or ``(E,)`` bools for an
+    ensemble's curves: every part of :func:`rule_parts` at once."""
+    parts = list(rule_parts(curves, n_test, r, end).values())
+    ok = np.logical_and.reduce(parts)
+    return ok if np.ndim(ok) else np.bool_(ok)
+
+
+def first_held(curves: Mapping[str, Sequence], n_test: int, r: StopRule, parts: Sequence[str]) -> int | None:
+    """The first evaluation step at which the named parts of ``r`` (``"loss"`` and gap names) all hold
+    on one unit's curves, or None: where the gaps alone settled, say, when the rule as a whole never
+    held."""
+    for s in curves["step"]:
+        if s >= r.min_step:
+            got = rule_parts(curves, n_test, r, s)
+            if all(bool(got[p]) for p in parts):
+                return int(s)
+    return None
 
 
 def stop_step(curves: Mapping[str, Sequence], n_test: int, r: StopRule) -> int | None:

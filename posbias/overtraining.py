@@ -18,7 +18,7 @@ import numpy as np
 from . import claims, convergence as cv
 
 __all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "MEASURED_ALONG", "verdicts_over_training",
-           "converged_comparison"]
+           "converged_comparison", "stop_table"]
 
 #: The studies whose curves are read: name -> campaign (all at the paper's settings).
 STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
@@ -143,4 +143,30 @@ def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: 
                      "at the cap": sum(u["stop"]["reason"] == "cap" for u in us if "stop" in u) if done else "",
                      "accuracy": "" if not done else
                      f"{np.mean([np.mean(list(u['ic_accuracy'].values())) for u in us]):.3f}"})
+    return pd.DataFrame(rows)
+
+
+def stop_table(converged: Mapping[str, Sequence[dict | None]], n_test: int):
+    """One row per trained network of the ``converged`` campaign (label -> runs, ``None`` not yet
+    trained; each run's ``stop`` names its rule): where it stopped and why, the first evaluation at
+    which the rule's three gap parts held together (``gaps settled at``; the loss part aside), the
+    training loss's fitted change over the rule's last window as a share of its final value, and
+    the final mean IC accuracy. ``n_test``: sequences per accuracy. Returns a ``pandas.DataFrame``."""
+    import pandas as pd
+
+    rows = []
+    for label, us in converged.items():
+        for seed, u in enumerate(us):
+            if u is None or "stop" not in u:
+                continue
+            r = cv.StopRule(**u["stop"]["rule"])
+            c, steps = u["curves"], list(u["curves"]["step"])
+            settled = cv.first_held(c, n_test, r, cv.GAP_NAMES)
+            loss = np.asarray(c["loss"], dtype=float)
+            change = cv.window_change(steps, loss, steps[-1], r.window) / abs(loss[-1])
+            rows.append({"configuration": label, "run": seed, "stopped at": f"{u['stop']['stopped_at']:,}",
+                         "why": u["stop"]["reason"],
+                         "gaps settled at": "" if settled is None else f"{settled:,}",
+                         f"loss change over last {r.window // 1000}k": f"{change:+.1%}",
+                         "accuracy": f"{np.mean(list(u['ic_accuracy'].values())):.3f}"})
     return pd.DataFrame(rows)

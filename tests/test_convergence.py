@@ -109,3 +109,17 @@ def test_units_without_a_rule_keep_their_keys():
     u = train.campaign_units("wu-fig-2", **train.PROFILES["paper"], depths=[2])["decay|2"][0]
     assert "stop_rule" not in u.params() and train.Unit.from_params(u.params()) == u
     assert train.stored_campaign("wu-fig-2", "paper", depths=[2])["decay|2"][0] is not None
+
+
+def test_rule_parts_name_the_part_that_fails_and_first_held_finds_the_gaps_alone():
+    # gaps flat from the start, the loss falling 2% per 50k until 250k: the gaps hold at 100k,
+    # the loss part only once its window clears the fall
+    loss = [1.0 - 0.02 * min(s, 250_000) / 50_000 for s in STEPS]
+    c = _curves(STEPS, [0.05] * len(STEPS), loss)
+    parts = cv.rule_parts(c, N_TEST, cv.PLATEAU, 150_000)
+    assert set(parts) == {*cv.GAP_NAMES, "loss"}
+    assert all(bool(parts[g]) for g in cv.GAP_NAMES) and not bool(parts["loss"])
+    assert cv.first_held(c, N_TEST, cv.PLATEAU, cv.GAP_NAMES) == cv.PLATEAU.min_step
+    assert cv.first_held(c, N_TEST, cv.PLATEAU, ["loss"]) == cv.stop_step(c, N_TEST, cv.PLATEAU) > 250_000
+    # before min_step nothing holds, whatever the curves
+    assert not any(bool(v) for v in cv.rule_parts(c, N_TEST, cv.PLATEAU, 50_000).values())

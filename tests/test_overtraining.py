@@ -69,3 +69,23 @@ def test_a_claim_that_changes_verdict_along_training_is_listed():
     assert (row["25k"], row["100k"]) == ("reproduced", "inconclusive")
     assert "fig2-decay-reduces-2" in changed and "fig2-nope-early-2" not in changed
     assert set(tab[tab["claim"] == "fig2-rope-reduces-2"]["100k"]) == {"not yet"}
+
+
+def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settled():
+    from posbias import convergence as cv
+    steps = list(range(0, 300_001, 5000))
+    # the first-last gap drifts 0.1 per 50k until 200k, then is flat; the loss is flat throughout
+    fl = [0.1 * min(s, 200_000) / 50_000 for s in steps]
+    c = {"step": steps, "loss": [1.0] * len(steps),
+         "IC_first_last": [0.5 + g / 2 for g in fl], "IC_last_first": [0.5 - g / 2 for g in fl]}
+    for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
+        c[f"IC_{a}_{b}"] = [0.5] * len(steps)
+    stop = cv.stop_step(c, N_TEST, cv.PLATEAU)
+    u = {"curves": c, "ic_accuracy": {"IC_first_last": 0.9, "IC_last_first": 0.5},
+         "stop": {"rule": cv.PLATEAU.to_dict(), "stopped_at": stop, "reason": "rule"}}
+    tab = ot.stop_table({"x": [u, None]}, N_TEST)
+    assert len(tab) == 1
+    row = tab.iloc[0]
+    assert row["configuration"] == "x" and row["run"] == 0 and row["why"] == "rule"
+    assert 200_000 < stop <= 250_000 and row["gaps settled at"] == f"{stop:,}"
+    assert row["loss change over last 50k"] == "+0.0%" and row["accuracy"] == "0.700"
