@@ -4,7 +4,8 @@ Each chapter gets ``FUZZ_SECONDS / chapters`` seconds (``FUZZ_SECONDS``, default
 picks chapters, comma-separated). A point is tried as :func:`param_space.try_point` tries it: refused
 (validation, or the cost guard at ``FUZZ_COST_SECONDS`` estimated seconds, default 20), or executed in
 this process (chapters that train networks: validated and costed only). Prints the cases and the exit
-codes per chapter, every exit 1 with its parameters, and exits 1 when there was any.
+codes per chapter, the first exits 1 and 3 with their parameters and what failed, and exits 1 when
+there was any exit 1.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ BATCH = 20
 
 def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Counter, list]:
     """Draw and try points of ``cid`` for about ``seconds`` (a case that starts in time runs to its
-    end). Hypothesis draws in small batches, so nothing is drawn after the time is up."""
+    end); the exit codes' counts and every ``(code, overrides, what)`` that ended 1 or 3. Hypothesis
+    draws in small batches, so nothing is drawn after the time is up."""
     ch, codes, crashes = get_chapter(cid), collections.Counter(), []
     end = time.monotonic() + seconds
 
@@ -39,8 +41,8 @@ def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Cou
             return
         code, what = try_point(ch, overrides, cost_seconds, execute=not trains(ch))
         codes[code] += 1
-        if code == 1:
-            crashes.append((overrides, what))
+        if code in (1, 3):
+            crashes.append((code, overrides, what))
 
     while time.monotonic() < end:
         batch()
@@ -54,13 +56,15 @@ def main() -> int:
     cost_seconds = float(os.environ.get("FUZZ_COST_SECONDS", "20"))
     bad = 0
     for cid in ids:
-        codes, crashes = fuzz(cid, per, cost_seconds)
+        codes, found = fuzz(cid, per, cost_seconds)
+        crashes = [f for f in found if f[0] == 1]
         n = sum(codes.values())
         how = "validated" if trains(get_chapter(cid)) else "run"
         print(f"{cid:<26} {n:4d} cases ({how}): " + ", ".join(f"exit {k}: {v}" for k, v in sorted(codes.items()))
               + f"; failures (exit 1): {len(crashes)}", flush=True)
-        for over, what in crashes[:5]:
-            print(f"    exit 1 with {over}: {what}", flush=True)
+        for code in (1, 3):   # a valid point may fail a check (exit 3): shown, for a reader to judge
+            for _, over, what in [f for f in found if f[0] == code][:5]:
+                print(f"    exit {code} with {over}: {what}", flush=True)
         bad += len(crashes)
     return 1 if bad else 0
 
