@@ -135,3 +135,13 @@ def test_walk_sum_is_the_product_in_its_order():
     assert torch.allclose(got, forward, atol=1e-14)
     assert (got - backward).abs().max() > 1e-3
     assert walk_sum(layers[:1], 2, 1) == float(layers[0][2, 1])
+
+
+def test_first_mass_drops_compares_each_layer_with_the_one_before():
+    """Three layers: row 0's mass on position 1 goes 0.5 -> 0.9 -> 0.7, one drop (against the layer
+    before, not against layer 0, where 0.7 is still a gain)."""
+    from posbias.rollout import first_mass_drops
+    p = torch.zeros(1, 3, 2, 2, dtype=torch.float64)
+    p[0, :, 0, 0] = torch.tensor([0.5, 0.9, 0.7], dtype=torch.float64)
+    p[0, :, 1, 0] = 0.3
+    assert first_mass_drops(p) == (1, 4)
