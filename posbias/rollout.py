@@ -63,22 +63,36 @@ def stream_rollout(layers, cols: list[int] | None = None) -> tuple[torch.Tensor,
     return torch.stack(kept, dim=-3), p
 
 
-def row_powers(a: torch.Tensor, row: int, depths: list[int]) -> torch.Tensor:
+def row_powers(a: torch.Tensor, row: int, depths: list[int], log: bool = False) -> torch.Tensor:
     """Row ``row`` of ``A^L`` for each ``L`` in ``depths`` (one fixed layer repeated), by vector products.
 
     ``a``: ``(n, n)``; returns ``(len(depths), n)``. Costs ``O(max(depths) n^2)`` instead of the
     ``O(L n^3)`` of a full rollout, so ``n`` in the thousands is fine.
+
+    With ``log=True`` (``a`` non-negative) it returns ``log`` of the rows: the row is divided by its
+    largest entry after every product and the scale is kept in log space (summed exactly, with
+    :func:`math.fsum`), so a power whose entries overflow float64 (unnormalised weights such as
+    ``e^{beta cos(k theta)}`` over hundreds of layers) or underflow it (``((1-gamma) W)^L``) is
+    returned to rounding. Entries more than about ``e^{-708}`` below the row's largest are lost to
+    float64's range (``-inf``, or subnormal and imprecise below ``e^{-708}``): compare only entries
+    within ``e^{-700}`` of the row's largest.
     """
     if not depths or min(depths) < 1:
         raise ValueError("depths must be a non-empty list of integers >= 1")
     want = set(depths)
     v = torch.zeros(a.shape[-1], dtype=a.dtype)
     v[row] = 1.0
-    out = {}
+    out, scales = {}, []
     for L in range(1, max(depths) + 1):
         v = v @ a
+        if log:
+            top = v.max()
+            if not bool(top > 0):
+                raise ValueError(f"row {row} of A^{L} has no positive entry: its log is undefined")
+            v = v / top
+            scales.append(math.log(float(top)))
         if L in want:
-            out[L] = v.clone()
+            out[L] = torch.log(v) + math.fsum(scales) if log else v.clone()
     return torch.stack([out[L] for L in depths])
 
 
@@ -95,14 +109,18 @@ def causal_bound_ratios(attn: torch.Tensor, p: torch.Tensor, logit_bound: float)
       ``j >= 2``, with ``eps_min`` the smallest allowed attention weight drawn (``inf`` where the bound is
       0 and mass remains).
 
-    Every ratio is at most 1 when the bounds hold.
+    Every ratio is at most 1 when the bounds hold. The mass away from position 1 is summed from the
+    entries ``P(t)_{ij}``, ``j >= 2`` (never ``1 - P(t)_{i1}``, which stalls at float64's 1e-16 while
+    the bound goes on shrinking); a bound below float64's smallest normal number (2.2e-308), which
+    no float64 sum can be resolved against, is compared as that number.
     """
     n, depth = p.shape[-1], p.shape[-3]
     t = torch.arange(1, depth + 1, dtype=torch.float64)                  # t+1 layers in P(t)
-    resid = 1 - first_position_mass(p)                                    # (S, T, n)
-    generic = (1 - math.exp(-2 * logit_bound) / n) ** t                   # (T,)
-    eps_min = float(attn.masked_select(torch.ones(n, n, dtype=torch.bool).tril()).min())
     tail = p.flip(-1).cumsum(-1).flip(-1)                                 # tail[..., j] = P(z >= j)
+    resid = tail[..., 1] if n > 1 else torch.zeros_like(p[..., 0])        # (S, T, n): 1 - P(t)_{i1}
+    tiny = torch.finfo(torch.float64).tiny
+    generic = torch.exp(t * math.log1p(-math.exp(-2 * logit_bound) / n)).clamp(min=tiny)  # (T,)
+    eps_min = float(attn.masked_select(torch.ones(n, n, dtype=torch.bool).tril()).min())
     earlier = torch.arange(n, dtype=torch.float64)                        # positions before j (0-based j)
     sharp = ((1 - earlier * eps_min).clamp(min=0)[None, :] ** t[:, None])[None, :, None, :]
     ratio = torch.where(sharp > 0, tail / sharp.clamp(min=1e-300),
@@ -160,22 +178,31 @@ def prefix_rollout(layers, k: int, logit_bound: float) -> dict:
     - ``generic_ratio``: ``max deficit / (1 - k e^{-2B}/n)^(t+1)`` (the bound A1-A2 give);
     - ``share_min``: the smallest ``P(t)_{ij}``, ``j < k``; ``share_floor_ok``: every such entry is at
       least ``min_l A(0)_{lj}``; ``a_priori``: ``e^{-2B}/n``; ``final``: the largest last-layer deficit.
+
+    The deficit is the non-prefix mass itself, ``P(t) 1_{j >= k} = A(t) (P(t-1) 1_{j >= k})``, a sum of
+    non-negative terms, not ``1 -`` the prefix mass (which stalls at float64's 1e-16 while the bounds go
+    on shrinking); both bounds are formed in log space, and one below float64's smallest normal number
+    (2.2e-308) is compared as that number.
     """
-    mu, floor0 = [], []
+    mu, floor0, away = [], [], []
 
     def tap(stream):
         for t, a in enumerate(stream):
             mu.append(a[..., :k].sum(-1).amin(-1))                         # (S,)
+            rest = a[..., k:].sum(-1) if t == 0 else (a @ away[-1].unsqueeze(-1)).squeeze(-1)
+            away.append(rest)                                              # (S, n): P(t) 1_{j >= k}
             if t == 0:
                 floor0.append(a[..., :k].amin(-2))                         # (S, k)
             yield a
 
     kept, _ = stream_rollout(tap(layers), cols=list(range(k)))             # (S, L, n, k)
     n, depth = kept.shape[-2], kept.shape[-3]
-    deficit = 1 - kept.sum(-1)                                             # (S, L, n)
-    drawn_bound = torch.cumprod(1 - torch.stack(mu, 1), dim=1)            # (S, L)
+    deficit = torch.stack(away, 1)                                         # (S, L, n)
+    tiny = torch.finfo(torch.float64).tiny
+    drawn_bound = torch.exp(torch.cumsum(torch.log1p(-torch.stack(mu, 1)), dim=1)).clamp(min=tiny)
     a_priori = math.exp(-2 * logit_bound) / n
-    generic = (1 - k * a_priori) ** torch.arange(1, depth + 1, dtype=torch.float64)
+    steps = torch.arange(1, depth + 1, dtype=torch.float64)
+    generic = torch.exp(steps * math.log1p(-k * a_priori)).clamp(min=tiny)  # (L,)
     return {"kept": kept, "deficit": deficit,
             "drawn_ratio": float((deficit.amax(-1) / drawn_bound).max()),
             "generic_ratio": float((deficit.amax(-1) / generic).max()),
