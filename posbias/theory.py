@@ -35,6 +35,7 @@ __all__ = [
     "rope_scores",
     "rope_row_scores",
     "rope_path_sum_log",
+    "rope_rollout_row_log",
     "rope_profile_bounds_log",
     "rope_profile_log",
     "rope_critical_distance",
@@ -44,6 +45,7 @@ __all__ = [
     "half_weight_distance_decay",
     "half_weight_distance_rope",
     "decay_peaks",
+    "peak_directions",
     "half_weight_rows",
 ]
 
@@ -143,21 +145,79 @@ def rope_path_sum_log(n: int, depth: int, theta: float, beta: float) -> torch.Te
     """``log h_L(k)``, ``k = 0..n-1``: the unnormalised L-layer path sum for RoPE weights.
 
     ``h_L`` is the ``L``-fold convolution of ``w(k) = e^{beta cos(k theta)}`` (the Toeplitz rollout
-    ``(W^L)_{i, i-k}`` for a token far from the start, before any row normalisation). Computed
-    by repeated convolution with a running log scale, in float64. Shape ``(n,)``.
+    ``(W^L)_{i, i-k}`` for a token far from the start, before any row normalisation). Shape ``(n,)``,
+    float64, every entry to float64 rounding (relative ``1e-15`` of ``log h``): the convolution is
+    computed in log space (:func:`_log_convolve`), so ``h_L`` may span more than the ``e^{+-708}`` of a
+    float64 across ``k``. (A convolution in floats scaled by the row's maximum loses the entries more
+    than ``e^{-708}`` below it, first to subnormal rounding, then to zero: at ``n = 1571``, ``L = 255``
+    ``log h_L(0)`` came out ``1e-6`` low, below the bound it meets exactly.) Needs ``e^{-2 beta}``
+    to be a normal float64 (``beta`` below about 350).
     """
-    k = np.arange(n)
-    w = np.exp(beta * (np.cos(k * theta) - 1.0))  # e^{-beta} scale factored out below
-    v = np.zeros(n)
-    v[0] = 1.0
-    log_scale = 0.0
-    for _ in range(depth):
-        v = np.convolve(v, w)[:n]
-        s = v.max()
-        v /= s
-        log_scale += math.log(s) + beta
-    with np.errstate(divide="ignore"):
-        return torch.from_numpy(np.log(v) + log_scale)
+    k = torch.arange(n, dtype=torch.float64)
+    logw = beta * torch.cos(k * theta)
+    w = torch.exp(logw - beta)                       # in [e^{-2 beta}, 1]; e^{beta} added back per layer
+    logv = logw.clone()
+    for _ in range(depth - 1):
+        logv = _log_convolve(logv, w) + beta
+    return logv
+
+
+def rope_rollout_row_log(n: int, depths: list[int], theta: float, beta: float) -> torch.Tensor:
+    """``log P_{N, N-k}``, ``k = 0..n-1``, of the row-normalised rollout ``P = A^L`` for each ``L`` in ``depths``.
+
+    ``A = softmax_causal(beta cos((i-j) theta))`` on ``n`` tokens: row ``i`` of the Toeplitz weights
+    ``w(i-j) = e^{beta cos((i-j) theta)}`` divided by its own ``Z_i = sum_{d <= i} w(d)``. A row vector
+    times ``A`` is a convolution of ``v_i / Z_i`` with ``w`` read from the last token, so the last row
+    of ``A^L`` is ``L`` log-space convolutions (:func:`_log_convolve`): exact to rounding however small
+    its entries, where the float64 product (``masked_softmax`` and ``row_powers``) loses every entry
+    below ``1e-308``; a deep stack with a small ``beta`` puts all but that much of the mass at the start
+    of the sequence. Shape ``(len(depths), n)``.
+    """
+    if not depths or min(depths) < 1:
+        raise ValueError("depths must be a non-empty list of integers >= 1")
+    k = torch.arange(n, dtype=torch.float64)
+    logw = beta * torch.cos(k * theta)
+    w = torch.exp(logw - beta)
+    log_z = torch.logcumsumexp(logw, dim=0).flip(0)                      # [k]: log Z of the row N - k
+    logv = logw - log_z[0]                                                # L = 1: the last row of A
+    out = {}
+    for L in range(1, max(depths) + 1):
+        if L > 1:
+            logv = _log_convolve(logv - log_z, w) + beta
+        if L in depths:
+            out[L] = logv
+    return torch.stack([out[L] for L in depths])
+
+
+def _log_convolve(logv: torch.Tensor, w: torch.Tensor, spread: float = 200.0, width: int = 64) -> torch.Tensor:
+    """``log (v * w)[:n]`` from ``log v`` (any range, ``-inf`` allowed) and ``w`` (``(n,)``, in ``[e^{-2 beta}, 1]``).
+
+    ``v`` is cut into blocks of at most ``width`` consecutive entries whose logs lie within ``spread`` of
+    each other (a new block wherever ``log v`` crosses a multiple of ``spread``); each block is convolved
+    in floats relative to its own largest entry (one matrix product for all blocks) and the blocks'
+    contributions are summed in log space. Every product stays a normal float: nothing underflows,
+    whatever the range of ``v``, and a single steep step (the first token's mass) costs one block more.
+    """
+    n = logv.shape[0]
+    idx = torch.arange(n)
+    level = torch.floor((logv - logv.max()).clamp(min=-1e300) / spread)
+    cut = torch.ones(n, dtype=torch.bool)
+    cut[1:] = level[1:] != level[:-1]
+    start = torch.cummax(torch.where(cut, idx, 0), dim=0).values
+    cut |= (idx - start) % width == 0                                     # at most `width` entries a block
+    block = torch.cumsum(cut.long(), dim=0) - 1
+    start = torch.cummax(torch.where(cut, idx, 0), dim=0).values
+    b = int(block[-1]) + 1
+    blocks = logv.new_full((b, width), -math.inf)
+    blocks[block, idx - start] = logv
+    top = blocks.amax(dim=1)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))   # a block of zeros adds nothing
+    lag = idx[None, :] - torch.arange(width)[:, None]                     # (width, n): r - offset
+    shift = torch.where(lag >= 0, w[lag.clamp(min=0)], 0.0)                # shift[o, r] = w(r - o)
+    part = top[:, None] + torch.log(torch.exp(blocks - top[:, None]) @ shift)   # (b, n): at start + r
+    r = idx[None, :] - idx[cut][:, None]                                   # (b, n): k - the block's start
+    out = torch.where(r >= 0, part.gather(1, r.clamp(min=0)), -math.inf)   # [block, k]: its share of k
+    return torch.logsumexp(out, dim=0)
 
 
 def rope_profile_bounds_log(k: torch.Tensor | np.ndarray, depth: int, theta: float,
@@ -247,9 +307,10 @@ def decay_peaks(n: int, m_grid: list[float], depth_grid: list[int]) -> tuple[lis
     by :func:`posbias.rollout.row_powers`) is read at distance ``k = N - j``. Points whose predicted peak
     plus ten spreads (the negative binomial's ``sqrt(L e^{-m})/(1-e^{-m})``, and ``10/m``) would reach the
     first token are skipped. Returns ``(rows, skipped)``: ``rows`` has ``m, L``, the measured peak
-    ``k_hat``, :func:`decay_critical_distance` ``k_exact``, the Stirling value ``k_stirling`` and
-    ``admissible``: whether ``k_hat`` is within the finite-row band of the path-count profile's maximum;
-    ``skipped`` lists the ``(m, L)`` left out.
+    ``k_hat``, :func:`decay_critical_distance` ``k_exact``, the Stirling value ``k_stirling``,
+    ``admissible``: whether ``k_hat`` is within the finite-row band of the path-count profile's maximum,
+    and ``k_lo``, ``k_hi``: the smallest and largest distance the band admits as the peak (``k_exact``
+    among them); ``skipped`` lists the ``(m, L)`` left out.
     """
     from posbias.attention import masked_softmax
     from posbias.rollout import row_powers
@@ -270,9 +331,51 @@ def decay_peaks(n: int, m_grid: list[float], depth_grid: list[int]) -> tuple[lis
             logg = decay_profile_log(k, L, m)
             width = -L * torch.log(-torch.expm1(-m * (n - k).double()))
             k_hat = int(torch.argmax(r))
+            ok = torch.nonzero(logg + width >= logg.max() - 1e-9).flatten()
             rows.append(dict(m=m, L=L, k_hat=k_hat, k_exact=decay_critical_distance(L, m), k_stirling=kst,
-                             admissible=bool(logg[k_hat] + width[k_hat] >= logg.max() - 1e-9)))
+                             admissible=bool(logg[k_hat] + width[k_hat] >= logg.max() - 1e-9),
+                             k_lo=int(ok.min()), k_hi=int(ok.max())))
     return rows, skipped
+
+
+#: keys rotated at a time by :func:`half_weight_rows` (its rows reach ``pi / theta_slow``: 3 million
+#: positions at base 10^6 and d = 512, 6 GB for each tensor of angles at once)
+_CHUNK = 8192
+
+
+def peak_directions(peaks: dict[tuple[float, int], int], lo: dict[tuple[float, int], int],
+                    hi: dict[tuple[float, int], int], cap: dict[float, int] | None = None,
+                    name: str = "x") -> dict:
+    """Do measured peaks move as Theorems 4.5 and 4.7 say: back (larger ``k``) with depth, forward with ``x``?
+
+    ``peaks[(x, L)]``: the measured peak distance at rate or angle ``x`` (``m`` or ``theta``) and depth ``L``;
+    a point not measured is absent. ``lo``, ``hi``: for each point, an interval the peak must lie in
+    (the band's admissible peaks, or the bracket of Theorem 4.7's chapter). ``cap[x]``: the largest
+    distance measured at ``x``, where a peak cannot move further (none: no cap). ``name`` names ``x`` in
+    the keys. Returns
+
+    - ``non-decreasing in L``: at every ``x``, over its measured depths in increasing order;
+    - ``non-increasing in <name>``: at every ``L``, over its measured ``x`` in increasing order;
+    - ``moves where forced``: at every ``x`` whose shallowest measured depth's interval lies wholly below
+      its deepest's (``hi < lo``: the peak cannot stay put) and whose shallowest peak is below the cap,
+      the deepest peak is further back than the shallowest;
+    - ``forced``: how many ``x`` that is. A grid of one depth, or whose intervals overlap, forces none:
+      a peak that stays put there contradicts nothing.
+    """
+    xs = sorted({x for x, _ in peaks})
+    depths = sorted({L for _, L in peaks})
+    by_x = {x: [peaks[(x, L)] for L in depths if (x, L) in peaks] for x in xs}
+    by_l = {L: [peaks[(x, L)] for x in xs if (x, L) in peaks] for L in depths}
+    forced, moved = 0, True
+    for x in xs:
+        measured = [L for L in depths if (x, L) in peaks]
+        first, last = (x, measured[0]), (x, measured[-1])
+        if hi[first] < lo[last] and (cap is None or peaks[first] < cap[x]):
+            forced += 1
+            moved &= peaks[last] > peaks[first]
+    return {"non-decreasing in L": all(a <= b for v in by_x.values() for a, b in zip(v, v[1:])),
+            f"non-increasing in {name}": all(a >= b for v in by_l.values() for a, b in zip(v, v[1:])),
+            "moves where forced": moved, "forced": forced}
 
 
 def half_weight_rows(m: float, theta_slow: float, beta: float, d: int, base: float = 10000.0) -> dict:
@@ -294,9 +397,14 @@ def half_weight_rows(m: float, theta_slow: float, beta: float, d: int, base: flo
     w_decay = torch.exp(-m * torch.arange(n_far, dtype=torch.float64))
     s_rope = rope_row_scores(n_far, theta_slow, beta)
     w_rope = torch.exp(s_rope - s_rope[0])
-    ang = rope_angles(n_far, d, base)
-    u = torch.ones(n_far, d, dtype=torch.float64) * math.sqrt(beta / d)
-    s_all = (apply_rope(u[-1:], ang[-1:]) @ apply_rope(u, ang).T).flatten().flip(0)  # query last
+    theta_p = rope_angles(2, d, base)[1]                                 # each pair's angle per position
+    u = torch.full((1, d), math.sqrt(beta / d), dtype=torch.float64)
+    q = apply_rope(u, torch.tensor([[n_far - 1.0]], dtype=torch.float64) * theta_p)   # the query, last
+    s_all = torch.empty(n_far, dtype=torch.float64)     # keys in chunks: memory O(_CHUNK d), not O(n_far d)
+    for a in range(0, n_far, _CHUNK):                  # (written in place: a list of small chunk results
+        pos = torch.arange(a, min(n_far, a + _CHUNK), dtype=torch.float64)[:, None]   # fragments the heap)
+        s_all[a:a + len(pos)] = apply_rope(u.expand(len(pos), d), pos * theta_p) @ q[0]
+    s_all = s_all.flip(0)                                                               # query last
     w_all = torch.exp(s_all - s_all[0])
     half_all = int(torch.nonzero(w_all <= 0.5)[0]) if bool((w_all <= 0.5).any()) else -1
     return {"n_far": n_far, "w_decay": w_decay, "w_rope": w_rope, "w_all": w_all,

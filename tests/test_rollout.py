@@ -145,3 +145,37 @@ def test_first_mass_drops_compares_each_layer_with_the_one_before():
     p[0, :, 0, 0] = torch.tensor([0.5, 0.9, 0.7], dtype=torch.float64)
     p[0, :, 1, 0] = 0.3
     assert first_mass_drops(p) == (1, 4)
+
+
+def test_row_powers_log_equals_the_log_of_the_plain_rows():
+    a = masked_softmax(torch.randn(9, 9, dtype=torch.float64), make_mask("causal", 9))
+    plain = row_powers(a, 8, [1, 2, 7])
+    logs = row_powers(a, 8, [1, 2, 7], log=True)
+    held = plain > 0
+    assert torch.allclose(logs[held], torch.log(plain[held]), rtol=0, atol=1e-13)
+    assert (logs[~held] == -torch.inf).all()
+
+
+def test_row_powers_log_holds_a_row_that_underflows_float64():
+    """The last row of ((1-gamma) W)^L, W_ij = gamma^(i-j), is the negative binomial pmf (1-gamma)^L
+    C(k+L-1, k) gamma^k: at m = 0.01 and L = 2000 it is below 1e-3000 everywhere (the plain product is
+    zero: wu-thm-4-5's check (a) took the max of an empty selection, exit 1, from make fuzz)."""
+    import math
+
+    from posbias import theory
+
+    n, m, depth = 64, 0.01, 2000
+    a = -math.expm1(-m) * theory.decay_weights(n, m)
+    assert (row_powers(a, n - 1, [depth]) == 0).all()
+    logs = row_powers(a, n - 1, [depth], log=True)[0].flip(0)
+    k = torch.arange(n)
+    pmf = depth * math.log(-math.expm1(-m)) + theory.decay_profile_log(k, depth, m)
+    assert float(logs.max()) < -3000 * math.log(10)
+    assert torch.allclose(logs, pmf, rtol=1e-13, atol=1e-10)
+
+
+def test_row_powers_log_refuses_a_row_with_no_positive_entry():
+    import pytest
+
+    with pytest.raises(ValueError, match="no positive entry"):
+        row_powers(torch.zeros(3, 3, dtype=torch.float64), 2, [1], log=True)

@@ -148,3 +148,114 @@ def test_half_weight_rows_match_the_closed_forms():
     assert abs(hw["half_rope"] - math.ceil(theory.half_weight_distance_rope(th, beta))) <= 1
     assert float(hw["w_rope"][hw["half_rope"]]) <= 0.5 < float(hw["w_rope"][hw["half_rope"] - 1])
     assert 0 < hw["half_all"] < hw["half_rope"]          # all pairs together halve far sooner than the slowest
+
+
+def test_rope_path_sum_log_is_exact_where_it_spans_more_than_float64():
+    """At n = 800, L = 400 log h_L spans about 760 nats over k: the former float convolution, scaled by
+    the row's maximum, lost the small-k entries to subnormal rounding (make fuzz: h_L(0) 1e-6 below
+    the bound it equals, failing path-sum-between-bounds). h_L(0), h_L(1), h_L(2) written out."""
+    n, depth, beta = 800, 400, 16.0
+    theta = math.pi / (2 * (n - 1))
+    logh = theory.rope_path_sum_log(n, depth, theta, beta)
+    assert float(logh.max() - logh[0]) > 710
+    w = [beta * math.cos(k * theta) for k in range(3)]           # log w(k)
+    exact = [depth * w[0],                                        # all steps 0
+             math.log(depth) + (depth - 1) * w[0] + w[1],         # one step of 1
+             torch.logsumexp(torch.tensor([math.log(depth) + (depth - 1) * w[0] + w[2],      # one of 2
+                                           math.log(depth * (depth - 1) / 2) + (depth - 2) * w[0] + 2 * w[1]],
+                                          dtype=torch.float64), 0).item()]                  # two of 1
+    assert torch.allclose(logh[:3], torch.tensor(exact, dtype=torch.float64), rtol=1e-14, atol=0)
+    lo, hi = theory.rope_profile_bounds_log(torch.arange(n), depth, theta, beta)
+    assert float((logh - lo).min()) >= -1e-9 and float((hi - logh).min()) >= -1e-9
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_log_convolve_matches_the_sum_in_log_space(seed):
+    """Steep steps (the first token's mass in a deep rollout), -inf entries and a range far beyond
+    float64's: against a plain logsumexp over every pair."""
+    g = torch.Generator().manual_seed(seed)
+    n = 150
+    logv = torch.cumsum(torch.randn(n, generator=g, dtype=torch.float64) * 30, 0)
+    logv[n // 2] += 2000.0
+    logv[7] = -math.inf
+    w = torch.exp(-3 * torch.rand(n, generator=g, dtype=torch.float64))
+    got = theory._log_convolve(logv, w)
+    k = torch.arange(n)
+    lag = k[:, None] - k[None, :]
+    pairs = torch.where(lag >= 0, logv[None, :] + torch.log(w)[lag.clamp(min=0)], -math.inf)
+    assert torch.allclose(got, torch.logsumexp(pairs, dim=1), rtol=1e-13, atol=1e-10)
+
+
+def test_rope_rollout_row_log_is_the_float_rollout_and_a_distribution():
+    """Against masked_softmax and row_powers where float64 holds the row; and deep with a small beta,
+    where the float row's window k <= pi/(2 theta) underflows to zero (its argmax then read 0: make
+    fuzz's normalised-peak-directions), the log-space row still sums to one."""
+    th, beta = 0.0055, 0.62
+    kmax = int(math.pi / (2 * th))
+    n = 2 * kmax + 2
+    depths = [1, 2, 64, 256]
+    logs = theory.rope_rollout_row_log(n, depths, th, beta)
+    a = masked_softmax(theory.rope_scores(n, th, beta), causal_mask(n))
+    rows = row_powers(a, n - 1, depths).flip(-1)
+    held = rows > 1e-290
+    assert torch.allclose(logs[held], torch.log(rows[held]), rtol=0, atol=1e-10)
+    assert torch.allclose(torch.logsumexp(logs, dim=1), torch.zeros(len(depths), dtype=torch.float64),
+                          atol=1e-11)
+    assert float(rows[-1, : kmax + 1].max()) == 0.0                    # the float window is gone
+    assert bool(torch.isfinite(logs[-1]).all()) and int(torch.argmax(logs[-1, : kmax + 1])) == kmax
+
+
+def test_peak_directions():
+    pk = {(0.1, 2): 3, (0.1, 4): 6, (0.2, 2): 1, (0.2, 4): 2}
+    lo = {(0.1, 2): 3, (0.1, 4): 5, (0.2, 2): 1, (0.2, 4): 1}
+    hi = {(0.1, 2): 4, (0.1, 4): 7, (0.2, 2): 2, (0.2, 4): 3}
+    d = theory.peak_directions(pk, lo, hi, name="m")
+    assert d == {"non-decreasing in L": True, "non-increasing in m": True, "moves where forced": True, "forced": 1}
+    # the forced angle stays put: fails; where the intervals overlap a peak may stay put
+    assert not theory.peak_directions({**pk, (0.1, 4): 3}, lo, hi)["moves where forced"]
+    assert theory.peak_directions({**pk, (0.2, 4): 1}, lo, hi)["moves where forced"]
+    # a peak already at the cap cannot move: not forced
+    assert theory.peak_directions({**pk, (0.1, 4): 3}, lo, hi, cap={0.1: 3, 0.2: 9})["forced"] == 0
+    # one depth (make fuzz: "moves at all" failed every one-depth grid), and points not measured
+    one = theory.peak_directions({(0.1, 2): 3, (0.2, 2): 1}, lo, hi)
+    assert one["forced"] == 0 and all(v for k, v in one.items() if k != "forced")
+    gap = {(0.1, 2): 3, (0.1, 8): 9, (0.2, 2): 1}                       # (0.1, 4) and (0.2, 8) skipped
+    assert theory.peak_directions(gap, {**lo, (0.1, 8): 8}, {**hi, (0.1, 8): 10})["forced"] == 1
+    # wrong directions
+    assert not theory.peak_directions({**pk, (0.1, 4): 2}, lo, hi)["non-decreasing in L"]
+    assert not theory.peak_directions({**pk, (0.2, 2): 4}, lo, hi)["non-increasing in x"]
+
+
+def test_decay_peaks_admissible_range_holds_the_exact_peak():
+    rows, _ = theory.decay_peaks(400, [0.2231, 1.0], [1, 2, 8])
+    assert rows and all(r["k_lo"] <= r["k_exact"] <= r["k_hi"] and r["k_lo"] <= r["k_hat"] <= r["k_hi"]
+                        for r in rows)
+
+
+def test_half_weight_rows_in_chunks_equal_one_product(monkeypatch):
+    m, beta, d, base = -math.log(0.8), 16.0, 64, 10000.0
+    th = theory.rope_slowest_angle(d, base)
+    whole = theory.half_weight_rows(m, th, beta, d, base)
+    monkeypatch.setattr(theory, "_CHUNK", 97)
+    chunked = theory.half_weight_rows(m, th, beta, d, base)
+    assert whole["n_far"] > 10 * 97
+    assert torch.allclose(chunked["w_all"], whole["w_all"], rtol=1e-12, atol=0)
+    assert chunked["half_all"] == whole["half_all"]
+
+
+def test_half_weight_rows_memory_does_not_grow_with_the_row(tmp_path):
+    """base 49,000, d = 512: the rows reach pi/theta_slow = 150,000 positions. Rotating every key at
+    once took 150,000 x 256 angles per tensor, about 2 GB in all (at base 10^6 and d = 490 make fuzz
+    asked for 1.2 GB at once and died; 3 million positions asked for 6 GB a tensor); in chunks it stays
+    a few hundred MiB above the import."""
+    import subprocess
+    import sys
+
+    code = ("import math, resource, torch; from posbias import theory; "
+            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+            "th = theory.rope_slowest_angle(512, 49000.0); "
+            "hw = theory.half_weight_rows(-math.log(0.8), th, 0.6, 512, 49000.0); "
+            "print(hw['n_far'], (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    n_far, grew_mb = int(out[0]), int(out[1])
+    assert n_far > 100_000 and grew_mb < 400, (n_far, grew_mb)
