@@ -117,6 +117,17 @@ def test_sink_rate_counts_threshold():
     assert llm.sink_rate(alpha, dims=(0,)).shape == (3, 4, 5)
 
 
+def test_first_over_rest():
+    """sinks-real-decoder's two "far above every other position" checks read it. A threshold that no
+    alpha reaches (make fuzz: eps = 1.0) gives all-zero rates: 0, not a tie that passes ``0 >= 5 * 0``
+    and not the ZeroDivisionError it raised."""
+    assert llm.first_over_rest(torch.tensor([0.6, 0.1, 0.12])) == pytest.approx(5.0)
+    assert llm.first_over_rest([0.3, 0.0, 0.0]) == float("inf")
+    assert llm.first_over_rest(torch.zeros(4)) == 0.0
+    assert llm.first_over_rest([0.0, 0.2]) == 0.0
+    assert llm.first_over_rest([0.1, 0.5]) == pytest.approx(0.2)
+
+
 def test_sink_metric_on_tiny_llama(two_layers):
     ids = torch.randint(3, 128, (2, 12), generator=torch.Generator().manual_seed(0))
     a = llm.attention_maps(two_layers, ids)

@@ -5,12 +5,14 @@ Shapes: ``B`` sequences, ``L`` layers, ``H`` heads, ``n`` tokens.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .loading import token_batch
 
-__all__ = ["attention_maps", "sink_alpha", "sink_rate", "head_mean_rollout", "drop_position", "uniform_causal",
-           "with_special", "sink_survey", "rollout_survey"]
+__all__ = ["attention_maps", "sink_alpha", "sink_rate", "first_over_rest", "head_mean_rollout", "drop_position",
+           "uniform_causal", "with_special", "sink_survey", "rollout_survey"]
 
 
 @torch.no_grad()
@@ -46,6 +48,19 @@ def sink_rate(alpha: torch.Tensor, eps: float = 0.3, dims: tuple[int, ...] = (0,
     per layer and head rate ``(L, H, n)``. A fraction in [0, 1] (Gu et al. report it in percent).
     """
     return (alpha > eps).float().mean(dim=dims)
+
+
+def first_over_rest(rate) -> float:
+    """How many times position 1's sink rate exceeds the largest of the others: ``rate[0] / max(rate[1:])``.
+
+    ``rate``: ``(n,)``, ``n >= 2`` (a :func:`sink_rate`). ``inf`` when no other position is ever a sink
+    but position 1 is; ``0`` when position 1 never is (a threshold no ``alpha`` reaches gives all zeros:
+    no sink, not a tie), so ``first_over_rest(rate) >= c`` holds only where position 1 is a sink.
+    """
+    first, rest = float(rate[0]), float(max(rate[1:]))
+    if first == 0:
+        return 0.0
+    return math.inf if rest == 0 else first / rest
 
 
 # ---------------------------------------------------------------------------------------------
