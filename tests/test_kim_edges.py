@@ -45,6 +45,14 @@ def test_thm1_refuses_outside_the_closed_forms_regime(over, words):
     assert code == 2 and words in what, what
 
 
+def test_prop1_refuses_widths_below_the_mean_fields_regime():
+    """make fuzz: kim-prop-1 at d_grid [4] failed closed-form-all-layers (exit 3; also at 6 and 8): the
+    mean field's neglected 1/d terms exceed its |closed form|/d allowance there. The range now starts at
+    16, the smallest width of the committed simulations, and says why."""
+    code, what = try_point(get_chapter("kim-prop-1"), {"d_grid": [8]}, float("inf"), execute=False)
+    assert code == 2 and "below the minimum" in what and "[16, 4096]" in what, what
+
+
 def test_layer1_variance_at_high_anisotropy():
     """alpha = 0.95, d = 16: Hotelling's second-order term (~0.16 relative) exceeded the old 30/d^2 allowance."""
     torch.set_num_threads(1)
