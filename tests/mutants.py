@@ -346,6 +346,54 @@ def _rope_angles_base(orig):
     return lambda n, d, base=10000.0, dtype=torch.float64: orig(n, d, base / 10, dtype)
 
 
+def _decay_peaks_unflipped(orig):
+    def decay_peaks(n, m_grid, depth_grid):
+        rows, skipped = orig(n, m_grid, depth_grid)
+        return [{**r, "k_hat": n - 1 - r["k_hat"]} for r in rows], skipped   # argmax of the row as stored
+    return decay_peaks
+
+
+def _rope_rollout_unnormalised(orig):
+    def rope_rollout_row_log(n, depths, theta, beta):
+        from posbias.theory import _log_convolve
+
+        k = torch.arange(n, dtype=torch.float64)
+        logw = beta * torch.cos(k * theta)
+        w = torch.exp(logw - beta)
+        logv, out = logw.clone(), {}
+        for depth in range(1, max(depths) + 1):
+            if depth > 1:
+                logv = _log_convolve(logv, w) + beta         # no division by each row's Z_i
+            out[depth] = logv
+        return torch.stack([out[depth] for depth in depths])
+    return rope_rollout_row_log
+
+
+def _rope_path_sum_reversed(orig):
+    return lambda n, depth, theta, beta: orig(n, depth, theta, beta).flip(0)
+
+
+def _slowest_angle_second_pair(orig):
+    return lambda d, base=10000.0: base ** (-2 / d)
+
+
+def _window_ignored(orig):
+    def sliding_window_mask(n, w):
+        i, j = torch.arange(n).unsqueeze(1), torch.arange(n).unsqueeze(0)
+        return j <= i                                        # the window dropped: plain causal
+    return sliding_window_mask
+
+
+def _center_reversed(orig):
+    from posbias.masks import reachability
+
+    return lambda mask: [int(j) for j in torch.nonzero(reachability(mask).all(dim=1)).flatten()]
+
+
+def _full_lower(orig):
+    return lambda n: torch.ones(n, n, dtype=torch.bool).tril()      # "full" built lower-triangular
+
+
 # ----------------------------------------------------------------------------- the catalogue
 T, M, R, A, L = "posbias.theory", "posbias.masks", "posbias.rollout", "posbias.attention", "posbias.lnsim"
 
@@ -368,6 +416,8 @@ MUTANTS: list[Mutant] = [
            _window_hops_floor, ("wu-thm-4-2",)),
     Mutant("hop-distance-plus-one", f"{M}.hop_distance", "hop distance one too large", _hop_plus_one,
            ("wu-thm-4-2",)),
+    Mutant("window-ignored", f"{M}.sliding_window_mask", "the window dropped: a plain causal mask", _window_ignored,
+           ("wu-thm-4-2",)),
     # wu-thm-4-3
     Mutant("stream-reversed", f"{R}.stream_rollout", "reversed product order in stream_rollout",
            _stream_reversed, ("wu-thm-4-3",)),
@@ -387,6 +437,8 @@ MUTANTS: list[Mutant] = [
     Mutant("stirling-exp", f"{T}.decay_critical_distance_stirling", "Stirling peak (L-1)/e^m instead of "
            "(L-1)/(e^m - 1)", _stirling_exp, ("wu-thm-4-5",)),
     Mutant("band-j-plus-two", f"{T}.decay_band", "upper band with 1 - gamma^(j+2)", _band_j, ("wu-thm-4-5",)),
+    Mutant("decay-peaks-unflipped", f"{T}.decay_peaks", "peak read from the first token: the row not flipped",
+           _decay_peaks_unflipped, ("wu-thm-4-5",)),
     # wu-thm-4-7
     Mutant("slopes-fl-times-5", f"{T}.rope_critical_slopes", "f_L times 5 in the implicit derivative",
            _slopes_fl5, ("wu-thm-4-7",)),
@@ -398,6 +450,12 @@ MUTANTS: list[Mutant] = [
            _rope_stirling_theta2, ("wu-thm-4-7",)),
     Mutant("half-rope-no-ln2", f"{T}.half_weight_distance_rope", "half-weight distance without ln 2",
            _half_rope_no_ln2, ("wu-thm-4-7",)),
+    Mutant("rope-rollout-unnormalised", f"{T}.rope_rollout_row_log", "P = A^L without dividing each row by its Z",
+           _rope_rollout_unnormalised, ("wu-thm-4-7",)),
+    Mutant("rope-path-sum-reversed", f"{T}.rope_path_sum_log", "path sum indexed from the first token",
+           _rope_path_sum_reversed, ("wu-thm-4-7",)),
+    Mutant("slowest-angle-second-pair", f"{T}.rope_slowest_angle", "slowest angle base^(-2/d): the second pair's",
+           _slowest_angle_second_pair, ("wu-thm-4-7",)),
     # wu-center-nodes
     Mutant("center-any", f"{M}.center_nodes", "center nodes reachable from SOME token instead of every token",
            _center_any, ("wu-center-nodes",)),
@@ -406,6 +464,10 @@ MUTANTS: list[Mutant] = [
     Mutant("center-stream-reversed", f"{R}.stream_rollout", "reversed product order in stream_rollout",
            _stream_reversed, ("wu-center-nodes",)),
     Mutant("center-prefix-wider", f"{M}.prefix_mask", "prefix mask j <= K", _prefix_wider, ("wu-center-nodes",)),
+    Mutant("center-reversed", f"{M}.center_nodes", "center nodes: the tokens that reach every token",
+           _center_reversed, ("wu-center-nodes", "wu-thm-4-2")),
+    Mutant("full-lower", f"{M}.full_mask", "the full mask built lower-triangular", _full_lower,
+           ("wu-center-nodes",)),
     # kim-thm-1
     Mutant("slope-factor-one", f"{L}.alpha0_slope_factor", "next-order factor set to 1", _slope_factor_one,
            ("kim-thm-1",)),
