@@ -1,12 +1,31 @@
-"""Points inside the declared ranges of the Wu et al. graph chapters (wu-thm-4-1, wu-thm-4-2,
-wu-thm-4-3, wu-center-nodes) that ``make fuzz`` found failing a check (exit 3): each now runs to exit 0,
-or is refused before any work (exit 2) by a constraint that names the reason.
+"""Points inside the declared ranges of the Wu et al. theory chapters that ``make fuzz`` found failing
+a check (exit 3: wu-thm-4-1, 4-2, 4-3, wu-center-nodes, wu-thm-4-5, 4-7) or crashing (exit 1: 4-5,
+4-7): each now runs to exit 0, or is refused before any work (exit 2) by a constraint or a range that
+names the reason.
 
 Two classes. Cancellation: the mass away from position 1 (or the prefix) was ``1 -`` the kept mass,
 which stalls at float64's 1e-16 while the theorem's bound goes on shrinking, so deep stacks failed
 the bound and the "shrank tenfold" criterion; it is now summed from the entries themselves. Depth
 too small to decide: a finite stack cannot show 99% (or 1e-3) of the context on the center nodes
 before the walk has had the layers to get there; the constraints now refuse those depths.
+
+wu-thm-4-5. Underflow: row N of ((1-gamma) W)^L lies wholly below float64's range for deep, slowly
+decaying stacks, so check (a) took the max of an empty selection (exit 1); it is now taken with the
+row rescaled every layer (``row_powers(log=True)``) and compared in log space. The figure's depths were
+those up to 32, none for a grid of deeper ones (exit 1); it now falls back to the shallowest. "Moves at
+all" failed every grid that cannot show a move (one depth, peaks all at k = 0, the deepest depths
+skipped); a move is now required where the band forces one (``theory.peak_directions``).
+
+wu-thm-4-7. The weight ratio of Lemma 4.6 was compared in absolute terms (it reaches e^{beta (1 - cos
+phi)}); now in log space. The matrix product of RoPE weights overflowed (e^{beta L}, NaN); it is now
+rescaled every layer. The path sum's float convolution lost entries more than e^{-708} below its maximum;
+it is now a log-space convolution. P's window k <= pi/(2 theta) underflowed in float64 for deep stacks
+with a small beta and its argmax read 0; P's row is now also computed in log space. "Moves" as in 4-5,
+against the bracket [k*(g_L), k*(even split)]. implicit-differentiation had no point where every grid
+point saturates; the root at two layers stands in, and a beta too small for even that is refused (its
+declared minimum is now 0.56, below which no theta has one). rope-weaker-than-decay is the paper's claim
+at its settings: it is judged there (this run's own comparison is shown, not judged), and compare_depths
+needs a depth above 1. half_weight_rows rotated every key at once (1.2 GB and more, exit 1); in chunks now.
 """
 from __future__ import annotations
 
@@ -39,6 +58,33 @@ RUNS = [   # (chapter, overrides of the smoke profile): the first three failed a
                     "weight_norm": 0.4195381982445392, "seed": 258}),
 ]
 
+RUNS += [   # wu-thm-4-5 and wu-thm-4-7: each crashed or failed a check, and now passes
+    # the three crashes of the brief: check (a)'s empty selection
+    ("wu-thm-4-5", {"depth_grid": [911, 2], "band_depth": 42, "samples": 2, "n_identity": 126, "n_tokens": 768}),
+    ("wu-thm-4-5", {"depth_grid": [1, 334, 63, 3, 480, 594], "d": 2}),
+    ("wu-thm-4-5", {"band_depth": 7, "n_band": 84, "m_grid": [0.1627, 0.3053, 4.8904, 0.0558], "samples": 5,
+                    "depth_grid": [1, 160, 500], "seed": 19651}),
+    # compared at e^{-698} below the row's largest, at float64's edge: 2e-10 off (now within e^{-600})
+    ("wu-thm-4-5", {"m_grid": [2.1922296171808675, 0.18749276629926132], "depth_grid": [3, 1051],
+                    "n_identity": 804, "gamma": 0.999}),
+    ("wu-thm-4-5", {"seed": 1820, "d": 120, "depth_grid": [61]}),          # the figure: no depth <= 32
+    ("wu-thm-4-5", {"depth_grid": [1]}),                                   # one depth: nothing can move
+    ("wu-thm-4-5", {"m_grid": [2.8720367526457986]}),                      # every peak at k = 0
+    ("wu-thm-4-5", {"samples": 50, "d": 46, "seed": 43147, "n_tokens": 46}),   # deep depths skipped
+    # Lemma 4.6's ratio, e^{63.4 (1 - cos 0.79)}: 2.7e-6 off in absolute terms
+    ("wu-thm-4-7", {"gamma": 0.31298815614636644, "d_model": 82, "beta": 63.40238776009136,
+                    "compare_depths": [35, 1, 6], "phi": 0.792529847001142, "depth_grid": [3, 37], "n_lemma": 246}),
+    # the matrix product overflowed (NaN); every grid point saturates: the slopes at two layers
+    ("wu-thm-4-7", {"d_model": 122, "beta": 30.4, "depth_grid": [232, 220]}),
+    ("wu-thm-4-7", {"depth_grid": [4]}),                                   # one depth: nothing can move
+    ("wu-thm-4-7", {"theta_grid": [0.46456949895194233]}),                 # pi/(2 theta) = 3: saturated
+    ("wu-thm-4-7", {"gamma": 0.999, "compare_depths": [2, 6]}),           # the decay mask's peak further back
+    ("wu-thm-4-7", {"base": 3.3, "compare_depths": [44]}),                 # a fast slowest pair
+    # P's window underflowed at 192 and 256 layers (argmax 0: not non-decreasing in L)
+    ("wu-thm-4-7", {"theta_grid": [0.0055, 0.5], "depth_grid": [2, 192, 256], "beta": 0.62}),
+    ("wu-thm-4-7", {"theta_grid": [0.5], "beta": 0.56}),                   # the smallest beta declared
+]
+
 REFUSED = [   # (chapter, overrides, what the refusal names): these failed a check, and are now refused
     ("wu-thm-4-1", {"depth": 10, "seed": 146705}, "depth >= 18 + log(max(n_grid), 2)"),
     ("wu-thm-4-1", {"weight_norm": 4.0, "depth": 12, "n_grid": [20], "d": 57, "seed": 345066937},
@@ -52,6 +98,12 @@ REFUSED = [   # (chapter, overrides, what the refusal names): these failed a che
                     "depth_factor": 11.9}, "len(set(-((1 - n) // (w - 1))"),
     ("wu-thm-4-2", {"w_grid": [331, 6], "n_grid": [41]}, "len(set(-((1 - n) // (w - 1))"),
     ("wu-thm-4-2", {"w_grid": [483, 1000, 2, 3], "n_grid": [49], "depth_factor": 1.4}, "[3, 50]"),
+]
+
+REFUSED += [   # wu-thm-4-7: these failed a check, and are now refused
+    ("wu-thm-4-7", {"compare_depths": [1]}, "any(L > 1 for L in compare_depths)"),
+    ("wu-thm-4-7", {"beta": 0.6}, "any(log(1 + 2 * th / 3.141592653589793) < beta * th"),
+    ("wu-thm-4-7", {"beta": 0.5}, "below the minimum"),
 ]
 
 
