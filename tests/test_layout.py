@@ -1,4 +1,5 @@
-"""The module map in CONTRIBUTING.md names every module of posbias/, and nothing that is not one."""
+"""The house: the module map in CONTRIBUTING.md names every module of posbias/, and nothing that is not
+one; no module is over 500 lines."""
 import re
 from pathlib import Path
 
@@ -15,3 +16,11 @@ def test_module_map_lists_every_module():
                 if p.parent != ROOT / "posbias" and "\ndef " in p.read_text()}
     assert modules - listed == set(), f"modules missing from CONTRIBUTING.md's map: {sorted(modules - listed)}"
     assert listed - modules == set(), f"the map names modules that do not exist: {sorted(listed - modules)}"
+
+
+def test_no_module_over_500_lines():
+    """One concern a module: a module that outgrows 500 lines is split into a package (as llm/, figures/,
+    training/ and claims/ were), not allowed to grow."""
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in (ROOT / "posbias").rglob("*.py")}
+    over = {path: n for path, n in sizes.items() if n > 500}
+    assert len(sizes) > 20 and over == {}, f"modules over 500 lines: {over}"
