@@ -18,7 +18,7 @@ import numpy as np
 from . import claims, convergence as cv
 
 __all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "MEASURED_ALONG", "verdicts_over_training",
-           "converged_comparison", "stop_table"]
+           "converged_comparison", "converged_counts", "stop_table"]
 
 #: The studies whose curves are read: name -> campaign (all at the paper's settings).
 STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
@@ -144,6 +144,13 @@ def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: 
                      "accuracy": "" if not done else
                      f"{np.mean([np.mean(list(u['ic_accuracy'].values())) for u in us]):.3f}"})
     return pd.DataFrame(rows)
+
+
+def converged_counts(cmp) -> dict[str, int]:
+    """From a :func:`converged_comparison` frame: ``judged``, the claims judged on converged networks
+    (not ``not yet``), and ``differ``, those of them whose verdict there is not their verdict at 100k."""
+    judged = cmp["converged"] != claims.NOT_YET
+    return {"judged": int(judged.sum()), "differ": int((judged & (cmp["converged"] != cmp["100k"])).sum())}
 
 
 def stop_table(converged: Mapping[str, Sequence[dict | None]], n_test: int):

@@ -378,10 +378,9 @@ def _slowest_angle_second_pair(orig):
 
 
 def _window_ignored(orig):
-    def sliding_window_mask(n, w):
-        i, j = torch.arange(n).unsqueeze(1), torch.arange(n).unsqueeze(0)
-        return j <= i                                        # the window dropped: plain causal
-    return sliding_window_mask
+    from posbias.masks import causal_mask
+
+    return lambda n, w: causal_mask(n)                      # the window dropped: plain causal
 
 
 def _center_reversed(orig):
@@ -391,7 +390,9 @@ def _center_reversed(orig):
 
 
 def _full_lower(orig):
-    return lambda n: torch.ones(n, n, dtype=torch.bool).tril()      # "full" built lower-triangular
+    from posbias.masks import causal_mask
+
+    return causal_mask                                      # "full" built lower-triangular
 
 
 # ----------------------------------------------------------------------------- the catalogue

@@ -290,3 +290,39 @@ def test_shown_code_fits_the_page_column(cid):
             and not {"remove-input", "remove-cell"} & set(c.metadata.get("tags", []))
             for line in c.source.splitlines() if len(line) > MAX_CODE_LINE]
     assert not long, f"{cid}: shown code lines over {MAX_CODE_LINE} characters: {long}"
+
+
+def bare_glue_outputs(sources: list[str]) -> list[str]:
+    """Of code cell sources, the last statements that are a ``report.value(...)`` call not followed by
+    ``;``: the call returns its value, which the page then publishes as a bare number."""
+    found = []
+    for cell in sources:
+        try:
+            tree = ast.parse(cell)
+        except SyntaxError:
+            continue
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+                and ast.unparse(last.value.func) == "report.value":
+            after = cell.splitlines()[last.end_lineno - 1][last.end_col_offset:].lstrip()
+            if not after.startswith(";"):
+                found.append(ast.unparse(last))
+    return found
+
+
+@pytest.mark.parametrize("cid", chapter_ids())
+def test_no_cell_publishes_a_bare_glue_value(cid):
+    """The page scan (tests/test_pages.py) refuses a bare-number output; a glue cell ending in
+    ``report.value(...)`` without ``;`` makes one. Caught here in the source, without a build."""
+    nb = jupytext.read(get_chapter(cid).path)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", [])]
+    assert not bare_glue_outputs(cells), f"{cid}: glue cells that publish their value: {bare_glue_outputs(cells)}"
+
+
+def test_bare_glue_outputs_finds_the_missing_semicolon():
+    assert bare_glue_outputs(['report.value("a", 1)\nreport.value("b", int(x.sum()))']) == \
+        ["report.value('b', int(x.sum()))"]
+    assert bare_glue_outputs(['report.value("b", 2);', 'x = report.value("c", 3)',
+                              'report.check("n", "c",\n  1, 2, True)', 'report.value("d", 4);  # glued',
+                              'report.value("e",\n  5);']) == []
+    assert bare_glue_outputs(['report.value("f", 6)  # a comment is no semicolon']) == ['report.value(\'f\', 6)']

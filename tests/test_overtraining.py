@@ -89,3 +89,13 @@ def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settle
     assert row["configuration"] == "x" and row["run"] == 0 and row["why"] == "rule"
     assert 200_000 < stop <= 250_000 and row["gaps settled at"] == f"{stop:,}"
     assert row["loss change over last 50k"] == "+0.0%" and row["accuracy"] == "0.700"
+
+
+def test_converged_counts_leave_out_claims_not_yet_judged():
+    import pandas as pd
+
+    from posbias import claims
+
+    cmp = pd.DataFrame({"100k": ["reproduced", "inconclusive", "reproduced", "contradicted"],
+                        "converged": ["reproduced", "reproduced", claims.NOT_YET, claims.NOT_YET]})
+    assert ot.converged_counts(cmp) == {"judged": 2, "differ": 1}
