@@ -61,3 +61,14 @@ def test_layer1_variance_at_high_anisotropy():
     assert c["var_excess"] <= 0 and c["mean_excess"] <= 0, c
     # and a variance of 0 (the paper's weights) is still far outside
     assert abs(c["var_mc"] / c["var_pred"] - 1) < 0.05 and math.isfinite(c["var_pred"])
+
+
+@pytest.mark.parametrize("d", [4, 16])
+def test_rope_pull_allowance_grows_with_the_shared_score(d):
+    """kim-beyond-rope without LN: at alpha = 0.8 (l^2 = 4) RoPE moves the pull by about 1.0/sqrt(d), over
+    the flat 1/sqrt(d) the check used to allow (fuzz point); the allowance max(1, l^2)/sqrt(d) follows the
+    shared score l^2/sqrt(d) that RoPE modulates, and the point passes."""
+    code, what = try_point(get_chapter("kim-beyond-rope"), {"alphas": [0.8], "d": d, "depth": 4, "sims": 3000},
+                           float("inf"))
+    assert code == 0, what
+    assert lnsim.alpha_to_l(0.8) ** 2 == pytest.approx(4.0)
