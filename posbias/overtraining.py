@@ -18,7 +18,7 @@ import numpy as np
 from . import claims, convergence as cv
 
 __all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "MEASURED_ALONG", "verdicts_over_training",
-           "converged_comparison", "converged_counts", "stop_table"]
+           "converged_comparison", "converged_counts", "reach", "stop_table"]
 
 #: The studies whose curves are read: name -> campaign (all at the paper's settings).
 STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
@@ -144,6 +144,20 @@ def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: 
                      "accuracy": "" if not done else
                      f"{np.mean([np.mean(list(u['ic_accuracy'].values())) for u in us]):.3f}"})
     return pd.DataFrame(rows)
+
+
+def reach(configs: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Which of the register's Figure 2 claims networks of ``configs`` (labels ``"<name>|<depth>"``) can
+    judge once all are trained: ``(judgeable, out_of_reach)``, the ids of the claims whose
+    configurations are all in ``configs``, and for each other claim the configurations it still needs."""
+    have, judgeable, out = set(configs), [], {}
+    for e in claims.register().select(campaign="wu-fig-2"):
+        need = [c for c in e.configs if c not in have]
+        if need:
+            out[e.id] = need
+        else:
+            judgeable.append(e.id)
+    return judgeable, out
 
 
 def converged_counts(cmp) -> dict[str, int]:

@@ -99,3 +99,26 @@ def test_converged_counts_leave_out_claims_not_yet_judged():
     cmp = pd.DataFrame({"100k": ["reproduced", "inconclusive", "reproduced", "contradicted"],
                         "converged": ["reproduced", "reproduced", claims.NOT_YET, claims.NOT_YET]})
     assert ot.converged_counts(cmp) == {"judged": 2, "differ": 1}
+
+
+def test_reach_names_the_configurations_each_claim_still_needs():
+    judgeable, out = ot.reach(["No PE|6", "RoPE|6"])
+    assert set(judgeable) == {"fig2-nope-early-6", "fig2-middle-last-smaller-6", "fig2-rope-reduces-6"}
+    assert out["fig2-depth-nope"] == ["No PE|2"]
+    assert out["fig2-decay-reduces-6"] == ["decay|6"]
+    assert out["fig2-rope-reduces-2"] == ["No PE|2", "RoPE|2"]
+    everything, none = ot.reach([f"{a}|{d}" for a in ("No PE", "decay", "RoPE") for d in (2, 4, 6)])
+    assert none == {} and len(everything) == len(judgeable) + len(out) == 19
+
+
+def test_the_converged_profile_is_the_campaigns_configurations():
+    from posbias.chapters import get_chapter
+    from posbias.training.campaigns import CONVERGED_CONFIGS
+
+    meta = get_chapter("wu-bias-over-training").meta["profiles"]["converged"]
+    assert tuple(meta["configs"]) == CONVERGED_CONFIGS
+    judgeable, out = ot.reach(CONVERGED_CONFIGS)
+    # with No PE and RoPE at depth 2, the decay mask's depth-2 claims and the depth claims are in reach
+    assert {"fig2-decay-reduces-2", "fig2-depth-nope", "fig2-depth-rope"} <= set(judgeable)
+    assert set(out) == {"fig2-depth-decay", "fig2-decay-reduces-4", "fig2-decay-more-than-rope-4",
+                        "fig2-decay-reduces-6", "fig2-decay-more-than-rope-6"}

@@ -667,6 +667,10 @@ def test_progress_text_names_each_unfinished_ensemble():
     assert train.progress_text(st, train.fig2_name) == ("depth 6, No PE and decay (10 units) at step 84,858; "
                                                          "depth 6, RoPE (5 units) not started")
     assert train.progress_text(train.CampaignStatus(45, 45, [])) == "nothing, the campaign is complete"
+    one = train.CampaignStatus(5, 3, [train.EnsembleStatus(2, "decay", "none", 1, 500_000, step=96_066),
+                                      train.EnsembleStatus(2, "decay", "none", 1, 500_000)])
+    assert train.progress_text(one, train.fig2_name) == ("depth 2, decay (1 unit) at step 96,066; "
+                                                          "depth 2, decay (1 unit) not started")
 
 
 def test_progress_text_counts_units_not_started_whatever_the_workers_plan(monkeypatch, tmp_path):

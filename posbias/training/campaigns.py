@@ -24,9 +24,11 @@ PROFILES: dict[str, dict[str, Any]] = {
                   "n_sweep": 2000, "n_sink": 10000, "stop_rule": "plateau-50k"},
 }
 
-#: The Figure 2 configurations the ``converged`` campaign trains first: the networks the depth claims
-#: rest on (No PE and RoPE at depths 6 and 4) and the decay mask at depth 2, whose bias still moves.
-CONVERGED_CONFIGS = ("decay|2", "No PE|6", "RoPE|6", "No PE|4", "RoPE|4")
+#: The Figure 2 configurations of the ``converged`` campaign, in the order it trains them: the decay mask
+#: at depth 2, whose bias still moves; No PE and RoPE at depth 6, the networks the depth claims rest on;
+#: No PE and RoPE at depth 2, without which no depth-2 claim (the decay mask's included) and no depth
+#: claim can be judged at convergence; then at depth 4.
+CONVERGED_CONFIGS = ("decay|2", "No PE|6", "RoPE|6", "No PE|2", "RoPE|2", "No PE|4", "RoPE|4")
 
 FIG2_PES = (("causal", "none"), ("decay", "none"), ("causal", "rope"))
 FIG3_CONFIGS = tuple((m, p) for m in ("full", "causal") for p in ("none", "sin", "rope"))

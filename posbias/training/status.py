@@ -191,10 +191,13 @@ def progress_text(status: CampaignStatus, name: Callable[[str, str], str] | None
         masks = sorted(set(r.masks.split("/")), key=order.index)
         return f"depth {r.depth}, " + " and ".join(name(m, r.pe) for m in masks)
 
-    rows = [f"{arch(r)} ({r.members} units) at step {r.step:,}" for r in status.ensembles if r.step is not None]
+    def count(n: int) -> str:
+        return f"{n} unit" if n == 1 else f"{n} units"
+
+    rows = [f"{arch(r)} ({count(r.members)}) at step {r.step:,}" for r in status.ensembles if r.step is not None]
     waiting: dict[str, int] = {}
     for r in status.ensembles:
         if r.step is None:
             waiting[arch(r)] = waiting.get(arch(r), 0) + r.members
-    rows += [f"{a} ({n} units) not started" for a, n in waiting.items()]
+    rows += [f"{a} ({count(n)}) not started" for a, n in waiting.items()]
     return "; ".join(rows) or "nothing, the campaign is complete"
