@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .campaigns import (CHAPTER_CAMPAIGNS, FIG2_PES, FIG3_CONFIGS, PROFILES, campaign_units, chapter_campaign,
-                        fig2_name, stored_campaign, store_finished)
+from .campaigns import (CHAPTER_CAMPAIGNS, CONVERGED_CONFIGS, FIG2_PES, FIG3_CONFIGS, PROFILES, campaign_units,
+                        chapter_campaign, fig2_name, stored_campaign, store_finished)
 from .checkpoints import Interrupted, checkpoint_interval
 from .engine import Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign, run_chapter_campaign, train_part
 from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
@@ -37,8 +37,8 @@ from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_stat
 from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
 
 __all__ = [
-           "CHAPTER_CAMPAIGNS", "CampaignStatus", "Engine", "EngineSpec", "Ensemble", "EnsembleStatus", "FIG2_PES",
-           "FIG3_CONFIGS",
+           "CHAPTER_CAMPAIGNS", "CONVERGED_CONFIGS", "CampaignStatus", "Engine", "EngineSpec", "Ensemble",
+           "EnsembleStatus", "FIG2_PES", "FIG3_CONFIGS",
            "Interrupted", "PROFILES", "PartBusy", "SchedulerLost", "SINK_SEED", "TEST_SEED", "TrainingTime",
            "UNIT_EXPERIMENT", "Unit",
            "VERSION", "VersionMismatch", "campaign_status", "campaign_units", "chapter_campaign",
