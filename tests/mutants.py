@@ -3,7 +3,8 @@
 Each entry replaces one function (``target``) for the smoke execution of the chapters listed; the
 chapter must then end with at least one failed check (``tests/test_mutations.py``). The first of each
 chapter's group are the twelve changes of issue 46; the rest are off-by-one masks, sign flips, dropped
-normalisations, swapped layer orders and wrong constants. ``book/teeth.json`` records which check
+normalisations, swapped layer orders, wrong constants and mechanisms switched off (the rollout's product,
+LayerNorm, the residual, the inputs' shared component). ``book/teeth.json`` records which check
 kills which mutant; the Status page reads it.
 """
 from __future__ import annotations
@@ -395,6 +396,48 @@ def _full_lower(orig):
     return causal_mask                                      # "full" built lower-triangular
 
 
+# ----------------------------------------------------------------------------- mechanisms switched off
+def _rollout_no_product(orig):
+    def rollout(attn, residual=False):
+        n = attn.shape[-1]
+        return 0.5 * (attn + torch.eye(n, dtype=attn.dtype)) if residual else attn.clone()  # P(t) = A(t)
+    return rollout
+
+
+def _stream_no_product(orig):
+    def stream_rollout(layers, cols=None):
+        kept, a = [], None
+        for a in layers:
+            kept.append(a if cols is None else a[..., cols])  # each layer's own weights, never multiplied
+        return torch.stack(kept, dim=-3), a
+    return stream_rollout
+
+
+def _layernorm_forced(orig):
+    return lambda x, depth, **kw: orig(x, depth, **{**kw, "layernorm": True})
+
+
+def _residual_dropped(orig):
+    return lambda x, depth, **kw: orig(x, depth, **{**kw, "residual": False})
+
+
+def _layernorm_identity(orig):
+    return lambda x, eps=None: x
+
+
+def _layernorm_token_axis(orig):
+    from posbias.lnsim import LN_EPS
+
+    def layer_norm(x, eps=LN_EPS):
+        mean, var = x.mean(-2, keepdim=True), x.var(-2, unbiased=False, keepdim=True)
+        return (x - mean) / torch.sqrt(var + eps)               # over the tokens, not the features
+    return layer_norm
+
+
+def _inputs_isotropic(orig):
+    return lambda sims, n, d, alpha, generator: orig(sims, n, d, 0.0, generator)  # alpha ignored
+
+
 # ----------------------------------------------------------------------------- the catalogue
 T, M, R, A, L = "posbias.theory", "posbias.masks", "posbias.rollout", "posbias.attention", "posbias.lnsim"
 
@@ -408,6 +451,8 @@ MUTANTS: list[Mutant] = [
            _rollout_one_layer_late, ("wu-thm-4-1",)),
     Mutant("softmax-unnormalised", f"{A}.masked_softmax", "softmax divided by the number of allowed entries, "
            "not by the sum of the weights", _softmax_unnormalised, ("wu-thm-4-1",)),
+    Mutant("rollout-no-product", f"{R}.rollout", "rollout returns each layer's own weights: P(t) = A(t)",
+           _rollout_no_product, ("wu-thm-4-1",)),
     # wu-thm-4-2
     Mutant("window-wider", f"{M}.sliding_window_mask", "sliding window j >= i - w (one wider)", _window_wider,
            ("wu-thm-4-2",)),
@@ -419,6 +464,8 @@ MUTANTS: list[Mutant] = [
            ("wu-thm-4-2",)),
     Mutant("window-ignored", f"{M}.sliding_window_mask", "the window dropped: a plain causal mask", _window_ignored,
            ("wu-thm-4-2",)),
+    Mutant("stream-no-product", f"{R}.stream_rollout", "stream_rollout keeps each layer's own weights, "
+           "never their product", _stream_no_product, ("wu-thm-4-2",)),
     # wu-thm-4-3
     Mutant("stream-reversed", f"{R}.stream_rollout", "reversed product order in stream_rollout",
            _stream_reversed, ("wu-thm-4-3",)),
@@ -478,6 +525,10 @@ MUTANTS: list[Mutant] = [
            _layer2_transposed, ("kim-thm-1",)),
     Mutant("thm1-lognormal-var0", f"{L}.layer1_offdiag_moments", "log-normal variance set to 0",
            _lognormal_var0, ("kim-thm-1",)),
+    Mutant("layernorm-identity", f"{L}.layer_norm", "LayerNorm that returns its input", _layernorm_identity,
+           ("kim-thm-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2"), fresh=True),
+    Mutant("layernorm-token-axis", f"{L}.layer_norm", "LayerNorm over the token axis instead of the features",
+           _layernorm_token_axis, ("kim-thm-1", "kim-prop-2", "kim-prop-3", "kim-fig-1"), fresh=True),
     # kim-prop-1
     Mutant("uniform-layer1", f"{L}.noln_mean_field", "uniform layer-1 weights in Prop 1's mean field",
            _uniform_layer1, ("kim-prop-1",)),
@@ -485,6 +536,8 @@ MUTANTS: list[Mutant] = [
            ("kim-prop-1",)),
     Mutant("mean-field-no-update", f"{L}.noln_mean_field", "mean field that never updates its Gram matrix",
            _mean_field_no_update, ("kim-prop-1",)),
+    Mutant("layernorm-forced", f"{L}.stack_forward", "the stack normalises even when asked not to "
+           "(layernorm=False ignored)", _layernorm_forced, ("kim-prop-1", "kim-beyond-rope"), fresh=True),
     # kim-prop-2
     Mutant("residual-sigma-one", f"{L}.layer2_scores", "residual sigma 1 instead of 1/sqrt(d (1 - alpha))",
            _residual_sigma1, ("kim-prop-2",)),
@@ -495,10 +548,14 @@ MUTANTS: list[Mutant] = [
     # kim-prop-3
     Mutant("lognormal-var0", f"{L}.layer1_offdiag_moments", "log-normal variance set to 0 (the paper's weights)",
            _lognormal_var0, ("kim-prop-3", "kim-fig-2")),
+    Mutant("residual-dropped", f"{L}.stack_forward", "the stack drops the residual (residual=True ignored)",
+           _residual_dropped, ("kim-prop-2",), fresh=True),
     Mutant("alpha-to-l-sqrt", f"{L}.alpha_to_l", "l = sqrt(alpha) instead of sqrt(alpha / (1 - alpha))",
            _alpha_to_l_sqrt, ("kim-prop-3",), fresh=True),
     Mutant("prop3-primacy", f"{L}.layer2_scores", "layer-2 closed form with the key order reversed",
            _layer2_transposed, ("kim-prop-3",)),
+    Mutant("inputs-isotropic", f"{L}.sample_inputs", "inputs drawn without the shared component (alpha "
+           "ignored)", _inputs_isotropic, ("kim-prop-3", "kim-fig-1"), fresh=True),
     # kim-fig-1
     Mutant("rp-reversed", f"{L}.recency_probability", "recency probability counts early-token preference",
            _rp_reversed, ("kim-fig-1",)),
