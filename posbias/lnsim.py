@@ -39,6 +39,7 @@ from posbias.lntheory import (  # noqa: F401 - re-exported: lnsim.X names the cl
     mean_field_excess,
     next_order_tol,
     noln_mean_field,
+    noln_score_variance,
     rope_layer1_scores,
     row_slope,
     slope_contrast,

@@ -35,6 +35,7 @@ __all__ = [
     "expansion_parameter",
     "next_order_tol",
     "noln_mean_field",
+    "noln_score_variance",
     "compare_increments",
     "rope_layer1_scores",
     "mean_field_excess",
@@ -178,6 +179,13 @@ def expansion_parameter(n: int, d: int, alpha: float) -> float:
     m, v = layer1_offdiag_moments(d, alpha)
     return (n - 1) * math.exp(m + v / 2 - math.sqrt(d))
 
+
+def noln_score_variance(d: int, alpha: float) -> float:
+    """``(1 + l^2) / d^2``: the variance over keys of a layer-1 score without LayerNorm, ``x_i . x_j / sqrt(d)``
+    with ``x = (z + l u) / sqrt(d)`` (``(z_i + l u) . z_j`` varies with the key ``j``). The mean field puts
+    ``e^{E s}`` for ``E e^s``, a relative error of this order; its checks, which allow ``1/d``, are decided
+    where it is at most ``1/d``, i.e. ``d >= 1 + l^2 = 1 / (1 - alpha)``."""
+    return (1.0 + alpha_to_l(alpha) ** 2) / d**2
 
 def noln_mean_field(n: int, d: int, alpha: float = 0.0, depth: int = 4, *, residual: bool = False,
                     decay: float | None = None) -> torch.Tensor:

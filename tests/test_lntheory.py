@@ -58,3 +58,21 @@ def test_layer2_without_layernorm_is_the_mean_field_recursion():
     recursion = lntheory.noln_mean_field(7, 32, 0.4, 2)[1]
     low = ~torch.isnan(direct)
     assert torch.allclose(direct[low], recursion[low], rtol=1e-12, atol=0)
+
+
+
+def test_noln_score_variance_is_the_measured_variance_over_keys():
+    """Without LayerNorm, two keys j, k of row i differ in score by (z_i + l u).(z_j - z_k)/(d sqrt d), of
+    variance exactly 2 (1 + l^2)/d^2: measured on lnsim's own inputs within 5 standard errors of a variance (the
+    nearest wrong answers, 2/d^2 and 2 l^2/d^2, are a factor 5 and 5/4 away at alpha 0.8)."""
+    from posbias import lnsim, lntheory
+
+    d, alpha, sims = 16, 0.8, 200_000
+    assert lntheory.noln_score_variance(4, 0.5) == 2 / 16
+    x = lnsim.sample_inputs(sims, 3, d, alpha, torch.Generator().manual_seed(5))
+    s = x @ x.transpose(-1, -2) / math.sqrt(d)
+    diff = (s[:, 2, 0] - s[:, 2, 1]).numpy()
+    var, var_se = diff.var(), diff.var() * math.sqrt(2 / (sims - 1))      # SE of a variance, near-normal data
+    want = 2 * lntheory.noln_score_variance(d, alpha)
+    assert abs(var - want) <= 5 * var_se, (var, want)                    # exact: E|z_i + l u|^2 = d (1 + l^2)
+    assert 5 * var_se < 0.2 * want                                       # resolves the factor 5/4 to l^2 alone
