@@ -187,6 +187,7 @@ def noln_score_variance(d: int, alpha: float) -> float:
     where it is at most ``1/d``, i.e. ``d >= 1 + l^2 = 1 / (1 - alpha)``."""
     return (1.0 + alpha_to_l(alpha) ** 2) / d**2
 
+
 def noln_mean_field(n: int, d: int, alpha: float = 0.0, depth: int = 4, *, residual: bool = False,
                     decay: float | None = None) -> torch.Tensor:
     """Deterministic layer-by-layer scores of the stack without LayerNorm, ``(T, n, n)`` (NaN above the diagonal).

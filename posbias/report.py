@@ -97,6 +97,13 @@ def value(name: str, v: Any, display: bool = False) -> Any:
     return v
 
 
+def skipped(name: str, why: str) -> None:
+    """A check that cannot be decided at these settings: its reason is recorded as ``<name>-skipped`` and
+    printed, and nothing is passed."""
+    value(f"{name}-skipped", why)
+    print(f"SKIPPED {name}: {why}")
+
+
 def note_data(path: str, sha256: str, source: str) -> None:
     """Record that the chapter read a stored result (``source`` is ``committed`` or ``cache`` or ``computed``)."""
     # One entry per file: a result computed and then read back from the cache is listed once, as computed.

@@ -68,3 +68,10 @@ def test_a_styler_shows_its_table_not_its_address_in_a_kernel():
         assert "<table" in data["text/html"]
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_a_skipped_check_records_its_reason_and_passes_nothing(fresh, capsys):
+    report.skipped("slope-sign", "not resolvable at 300 simulations")
+    rec = json.loads((fresh / "_record.json").read_text())
+    assert rec["values"]["slope-sign-skipped"] == "not resolvable at 300 simulations"
+    assert rec["checks"] == [] and "SKIPPED slope-sign" in capsys.readouterr().out
