@@ -81,6 +81,23 @@ def test_rope_and_decay_change_the_scores_as_stated():
     assert not torch.allclose(rope[:, 0, 4, :4], plain[:, 0, 4, :4])
 
 
+def test_rope_rotates_queries_and_keys_not_values():
+    """Layer 2 with RoPE sees LN(A(1) h) with h unrotated: a stack that also rotates the values (a change
+    no check of kim-beyond-rope sees, for want of a layer-2 closed form with RoPE) fails here."""
+    from posbias.attention import apply_rope, rope_angles
+
+    x = lnsim.sample_inputs(3, 6, 8, 0.5, _gen(6))
+    scores, attn = lnsim.stack_forward(x, 2, rope_base=10000.0)
+    angles = rope_angles(6, 8, 10000.0, dtype=x.dtype)
+    h1 = lnsim.layer_norm(attn[:, 0] @ lnsim.layer_norm(x))
+    q1 = apply_rope(h1, angles)
+    low = torch.tril(torch.ones(6, 6, dtype=torch.bool))
+    assert torch.allclose(scores[:, 1][:, low], (q1 @ q1.transpose(-1, -2) / math.sqrt(8))[:, low])
+    h = lnsim.layer_norm(x)
+    rotated = lnsim.layer_norm(attn[:, 0] @ apply_rope(h, angles))
+    assert not torch.allclose(apply_rope(rotated, angles), q1, atol=1e-3)
+
+
 # ----------------------------------------------------------------------------- simulation
 
 
