@@ -18,7 +18,8 @@ import numpy as np
 from . import claims, convergence as cv
 
 __all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "MEASURED_ALONG", "verdicts_over_training",
-           "converged_comparison", "converged_counts", "reach", "stop_table"]
+           "converged_comparison", "converged_counts", "reach", "stop_table", "paper_and_end", "spread_text",
+           "spread_summary"]
 
 #: The studies whose curves are read: name -> campaign (all at the paper's settings).
 STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
@@ -191,3 +192,54 @@ def stop_table(converged: Mapping[str, Sequence[dict | None]], n_test: int):
                          f"loss change over last {r.window // 1000}k": f"{change:+.1%}",
                          "accuracy": f"{np.mean(list(u['ic_accuracy'].values())):.3f}"})
     return pd.DataFrame(rows)
+
+
+def paper_and_end(converged: Mapping[str, Sequence[dict | None]], step: int = 100_000):
+    """One row per trained network of the ``converged`` campaign: its mean IC accuracy and its three
+    gaps at ``step`` (the paper's snapshot, read from its curves) and where it stopped, side by side.
+    Returns a ``pandas.DataFrame`` with float columns ``accuracy at 100k``, ``accuracy at the end`` and
+    ``<gap> at 100k`` / ``<gap> at the end`` for each of :data:`posbias.convergence.GAP_NAMES`."""
+    import pandas as pd
+
+    tag = f"{step // 1000}k"
+    rows = []
+    for label, us in converged.items():
+        for seed, u in enumerate(us):
+            if u is None:
+                continue
+            c = u["curves"]
+            at = list(c["step"]).index(step) if step in c["step"] else None
+            if at is None:
+                raise ValueError(f"{label} run {seed} has no evaluation at step {step:,}")
+            acc = np.mean([np.asarray(c[k], dtype=float) for k in c if k.startswith("IC_")], axis=0)
+            row = {"configuration": label, "run": seed, "stopped at": int(c["step"][-1]),
+                   f"accuracy at {tag}": float(acc[at]), "accuracy at the end": float(acc[-1])}
+            for g in cv.GAP_NAMES:
+                curve = cv.gap_curve(c, g)
+                row[f"{g} at {tag}"], row[f"{g} at the end"] = float(curve[at]), float(curve[-1])
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def spread_text(table, column: str, configuration: str, fmt: str = "+.3f") -> str:
+    """``"from a to b"`` over the runs of ``configuration`` in ``column`` of :func:`paper_and_end`'s table
+    (each formatted with ``fmt``), or ``"no network yet"``."""
+    v = table.loc[table["configuration"] == configuration, column] if len(table) else []
+    if len(v) == 0:
+        return "no network yet"
+    return f"from {min(v):{fmt}} to {max(v):{fmt}}"
+
+
+def spread_summary(table, step: int = 100_000) -> str:
+    """One clause per configuration of :func:`paper_and_end`'s ``table``: its networks' spread in mean IC
+    accuracy and in the first-last gap at ``step`` and at the end (``"no network yet"`` when empty)."""
+    tag = f"{step // 1000}k"
+    parts = []
+    for label in dict.fromkeys(table["configuration"]) if len(table) else []:
+        n = int((table["configuration"] == label).sum())
+        parts.append(f"{label} ({n} network{'s' * (n != 1)}): accuracy "
+                     f"{spread_text(table, f'accuracy at {tag}', label, '.3f')} at {step:,} iterations and "
+                     f"{spread_text(table, 'accuracy at the end', label, '.3f')} at the end; first-last gap "
+                     f"{spread_text(table, f'first-last at {tag}', label)}, then "
+                     f"{spread_text(table, 'first-last at the end', label)}")
+    return "; ".join(parts) or "no network yet"

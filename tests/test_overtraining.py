@@ -122,3 +122,39 @@ def test_the_converged_profile_is_the_campaigns_configurations():
     assert {"fig2-decay-reduces-2", "fig2-depth-nope", "fig2-depth-rope"} <= set(judgeable)
     assert set(out) == {"fig2-depth-decay", "fig2-decay-reduces-4", "fig2-decay-more-than-rope-4",
                         "fig2-decay-reduces-6", "fig2-decay-more-than-rope-6"}
+
+
+def test_paper_and_end_reads_the_snapshot_and_the_stop_from_the_curves():
+    """A run whose first-last gap is 0.03 at 100k and 0.225 at its stop (300k), accuracy rising with it;
+    a run not yet trained is left out, and a run without an evaluation at the snapshot is refused."""
+    steps = list(range(0, 300_001, 5000))
+    fl = [0.04 if s <= 100_000 else 0.3 for s in steps]
+    c = {"step": steps, "loss": [1.0] * len(steps),
+         "IC_first_last": [0.5 + g / 2 for g in fl], "IC_last_first": [0.5 - g / 4 for g in fl]}
+    for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
+        c[f"IC_{a}_{b}"] = [0.5] * len(steps)
+    tab = ot.paper_and_end({"x": [None, {"curves": c}]})
+    assert len(tab) == 1
+    row = tab.iloc[0]
+    assert row["run"] == 1 and row["stopped at"] == 300_000
+    assert row["first-last at 100k"] == pytest.approx(0.03) and row["first-last at the end"] == pytest.approx(0.225)
+    assert row["first-middle at the end"] == pytest.approx(0.0)
+    assert row["accuracy at 100k"] == pytest.approx(0.5 + 0.04 / 24)
+    assert row["accuracy at the end"] == pytest.approx(0.5 + 0.3 / 24)
+    assert ot.spread_text(tab, "first-last at the end", "x") == "from +0.225 to +0.225"
+    assert ot.spread_text(tab, "first-last at the end", "y") == "no network yet"
+    with pytest.raises(ValueError, match="no evaluation at step 100,000"):
+        ot.paper_and_end({"x": [{"curves": {**c, "step": [s + 1 for s in steps]}}]})
+
+
+def test_spread_summary_names_each_configuration_and_its_ranges():
+    import pandas as pd
+
+    tab = pd.DataFrame({"configuration": ["a", "a", "b"], "accuracy at 100k": [0.51, 0.52, 0.6],
+                        "accuracy at the end": [0.53, 0.75, 0.9], "first-last at 100k": [0.01, -0.04, 0.2],
+                        "first-last at the end": [0.03, -0.16, 0.1]})
+    s = ot.spread_summary(tab)
+    assert s.startswith("a (2 networks): accuracy from 0.510 to 0.520 at 100,000 iterations and from 0.530 "
+                        "to 0.750 at the end; first-last gap from -0.040 to +0.010, then from -0.160 to +0.030")
+    assert "; b (1 network): accuracy from 0.600 to 0.600" in s
+    assert ot.spread_summary(tab.iloc[:0]) == "no network yet"
