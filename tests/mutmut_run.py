@@ -46,6 +46,10 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
     args = ap.parse_args()
     mutmut = [str(Path(sys.executable).with_name("mutmut"))]
+    if not Path(mutmut[0]).exists():
+        print(f"mutmut is not installed beside {sys.executable}: run `make mutants`, which installs the "
+              "`mutants` extra (mutmut 3.8.1) first", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="posbias-mutmut-"))
     for name in ("posbias", "notebooks", "tests", "book", "references.bib", "pyproject.toml"):
         src = ROOT / name
