@@ -16,6 +16,7 @@ there is re-exported here, so ``lnsim.layer2_scores`` keeps working.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ from posbias.lntheory import (  # noqa: F401 - re-exported: lnsim.X names the cl
     layer1_log_weights,
     layer1_moments_check,
     layer1_offdiag_moments,
+    layer1_var_second_order,
     layer2_scores,
     layer2_slope,
     mean_field_excess,
@@ -59,6 +61,7 @@ __all__ = [
     "recency_probability",
     "layer1_offdiag_moments",
     "layer1_moments_check",
+    "layer1_var_second_order",
     "next_order_tol",
     "layer1_log_weights",
     "layer2_scores",
@@ -270,10 +273,14 @@ def simulate_record(params: dict) -> dict:
     return simulate(**params).to_dict()
 
 
+def _sim_defaults() -> dict:
+    """:func:`simulate`'s keyword defaults that name a result (all but ``max_bytes``), in signature order."""
+    return {k: p.default for k, p in inspect.signature(simulate).parameters.items() if k != "max_bytes"}
+
+
 def cached_simulate(version: int = 1, **params) -> SimResult:
     """:func:`simulate` through ``store.cached`` (experiment ``kim-sim``), so committed runs are read from ``data/``."""
-    full = {**dict(n=10, d=64, alpha=0.0, depth=4, sims=100_000, layernorm=True, residual=False,
-                   rope_base=None, decay=None, seed=0), **params}
+    full = {**_sim_defaults(), **params}
     return SimResult.from_dict(store.cached("kim-sim", full, lambda: simulate_record(full), version=version,
                                             seeds=[full["seed"]]))
 

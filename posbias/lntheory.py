@@ -25,6 +25,7 @@ __all__ = [
     "alpha_to_l",
     "layer1_offdiag_moments",
     "layer1_moments_check",
+    "layer1_var_second_order",
     "layer1_log_weights",
     "layer2_scores",
     "uniform_sketch",
@@ -289,6 +290,17 @@ def next_order_tol(d: int) -> float:
     return 1.5 / math.sqrt(d)
 
 
+def layer1_var_second_order(d: int, alpha: float) -> float:
+    """Hotelling's variance of ``sqrt(d) r`` (``r`` the sample correlation of ``d`` pairs with correlation
+    ``alpha``) to second order in ``1/d``: ``(1 - alpha^2)^2 (1 + a1/d + a2/d^2)``, ``a1 = 1 + 11 alpha^2/2``,
+    ``a2 = 1 + 11 alpha^2 + (479 alpha^4 - 192 alpha^2)/8``; the next term is below
+    ``10 / ((1 - alpha^2)^2 d^3)`` relative (see :func:`layer1_moments_check`)."""
+    v = layer1_offdiag_moments(d, alpha)[1]
+    a1 = 1 + 5.5 * alpha**2
+    a2 = 1 + 11 * alpha**2 + (479 * alpha**4 - 192 * alpha**2) / 8
+    return v * (1 + a1 / d + a2 / d**2)
+
+
 def layer1_moments_check(res, d: int, alpha: float, n_se: float = 4.5) -> dict:
     """Measured layer-1 off-diagonal LN scores against :func:`layer1_offdiag_moments`, entry by entry.
 
@@ -310,9 +322,7 @@ def layer1_moments_check(res, d: int, alpha: float, n_se: float = 4.5) -> dict:
     m, v = layer1_offdiag_moments(d, alpha)
     mc_m, se_m, mc_v = res.score_mean[0][low], res.score_se[0][low], res.score_var[0][low]
     mean_excess = float((np.abs(mc_m - m) - (n_se * se_m + d**-1.5)).max())
-    a1 = 1 + 5.5 * alpha**2
-    a2 = 1 + 11 * alpha**2 + (479 * alpha**4 - 192 * alpha**2) / 8
-    v2 = v * (1 + a1 / d + a2 / d**2)
+    v2 = layer1_var_second_order(d, alpha)
     rest = max(30 / d**2, 10 / ((1 - alpha**2) ** 2 * d**3))
     var_excess = float((np.abs(mc_v - v2) - v * (rest + n_se * math.sqrt(2 / res.sims))).max())
     return dict(mean_excess=mean_excess, var_excess=var_excess, mean_pred=m, var_pred=v2,

@@ -160,7 +160,8 @@ def mutmut_frame(path: Path | None = None):
     """``make mutants``' committed run (``book/mutmut.json``) as ``(summary, survivors)``: the summary
     dict (date, machine, generated, tested, killed, score, wall_seconds, command) and a
     ``pandas.DataFrame`` with one row per surviving mutant: its name, its diff's changed lines, and
-    why it survives (equivalent for the checks) or which unit test now kills it. None when absent."""
+    why it survives (equivalent for the checks), which unit test now kills it, or that the code it changed
+    is gone. None when absent."""
     import pandas as pd
 
     path = path or TEETH_PATH.with_name("mutmut.json")
@@ -173,6 +174,7 @@ def mutmut_frame(path: Path | None = None):
                             if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
         why = (f"equivalent: {d['equivalent'][name]}" if name in d.get("equivalent", {}) else
                f"killed since: {d['killed_by_unit_tests'][name]}" if name in d.get("killed_by_unit_tests", {})
+               else f"code removed since: {d['removed'][name]}" if name in d.get("removed", {})
                else "not explained")
         rows.append({"mutant": name, "change": change, "status": why})
     return {k: v for k, v in d.items() if not isinstance(v, dict)}, pd.DataFrame(rows)

@@ -92,7 +92,11 @@ def main() -> int:
              for k in survivors}
     info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
     cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), platform.machine())
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "posbias", "tests"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
     summary = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": f"{cpu}, {os.cpu_count()} cores",
+               "commit": head.strip() + (" with uncommitted changes" if dirty else ""),
                "generated": len(status), "tested": len(tested), "killed": killed,
                "score": killed / len(tested) if tested else None, "wall_seconds": round(wall),
                "jobs": args.jobs, "sample": args.sample, "survivors": diffs}

@@ -1,6 +1,7 @@
 """Property tests of posbias.attention."""
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -67,3 +68,24 @@ def test_random_stack_respects_logit_bound(kind, n, w, weight_norm, seed):
     floor = math.exp(-2 * bound) / allowed
     assert ((attn >= floor * (1 - 1e-12)) | ~mask).all()
     assert torch.allclose(attn.sum(-1), torch.ones_like(attn.sum(-1)))
+
+
+def test_random_stack_first_layer_by_hand():
+    """The construction the docstring states, written out for layer 1: rows of X(0) on the unit sphere,
+    W_Q, W_K rescaled to spectral norm ``weight_norm``, A(0) = softmax_mask(X W_Q (X W_K)^T / sqrt(d)); and the
+    bound B = weight_norm^2 / sqrt(d) (at weight_norm = 3, d = 16: 9/4, where 2 weight_norm / sqrt(d) is 6/4)."""
+    mask, (s, n, d, w) = make_mask("causal", 5), (2, 5, 16, 3.0)
+    attn, bound = random_attention_stack(mask, 2, d=d, weight_norm=w, samples=s, seed=7)
+    assert bound == 9 / 4
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(s, n, d, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=-1, keepdim=True)
+    wq, wk = (torch.randn(s, d, d, generator=g, dtype=torch.float64) for _ in range(2))
+    wq, wk = (m / torch.linalg.matrix_norm(m, ord=2)[:, None, None] * w for m in (wq, wk))
+    a0 = masked_softmax((x @ wq) @ (x @ wk).transpose(-1, -2) / math.sqrt(d), mask)
+    assert torch.allclose(attn[:, 0], a0, rtol=1e-12, atol=1e-15)
+
+
+def test_rope_refuses_an_odd_width_and_says_why():
+    with pytest.raises(ValueError, match="RoPE needs an even width, got d=5"):
+        rope_angles(4, 5)

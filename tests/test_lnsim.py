@@ -92,7 +92,9 @@ def test_rope_rotates_queries_and_keys_not_values():
     h1 = lnsim.layer_norm(attn[:, 0] @ lnsim.layer_norm(x))
     q1 = apply_rope(h1, angles)
     low = torch.tril(torch.ones(6, 6, dtype=torch.bool))
-    assert torch.allclose(scores[:, 1][:, low], (q1 @ q1.transpose(-1, -2) / math.sqrt(8))[:, low])
+    # float64 throughout: angles computed in float32 would be off by about 1e-7
+    expected = (q1 @ q1.transpose(-1, -2) / math.sqrt(8))[:, low]
+    assert torch.allclose(scores[:, 1][:, low], expected, rtol=1e-12, atol=1e-12)
     h = lnsim.layer_norm(x)
     rotated = lnsim.layer_norm(attn[:, 0] @ apply_rope(h, angles))
     assert not torch.allclose(apply_rope(rotated, angles), q1, atol=1e-3)
@@ -118,6 +120,7 @@ def test_simulate_summaries_agree_with_a_direct_computation():
     x = lnsim.sample_inputs(700, 5, 8, 0.2, g)
     sc, at = lnsim.stack_forward(x, 3)
     np.testing.assert_allclose(r.score_mean, sc.mean(0).numpy(), rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(r.score_var, sc.var(0).numpy(), rtol=1e-9, atol=1e-12, equal_nan=True)  # 1/(sims-1)
     np.testing.assert_allclose(r.attn_mean, at.mean(0).numpy(), rtol=1e-12)
     np.testing.assert_allclose(r.slope_mean, lnsim.row_slope(sc).mean(0).numpy(), rtol=1e-10)
     np.testing.assert_allclose(r.rp_per_sim, lnsim.recency_probability(sc).mean(0).numpy())
@@ -295,6 +298,8 @@ def test_mean_field_excess_without_layernorm():
     mf = lnsim.noln_mean_field(6, 32, 0.0, 3).numpy()
     low = np.tril(np.ones((6, 6), dtype=bool))
     assert raw == float(np.abs(res.score_mean - mf)[:, low].max()) > excess
+    one_se, _ = lnsim.mean_field_excess(res, 32, rel_tol=0.0, n_se=1.0)
+    assert one_se == pytest.approx(float((np.abs(res.score_mean - mf) - res.score_se)[:, low].max()), rel=1e-12)
 
 
 def test_score_map_grid_draws_one_panel_per_row_width_and_layer():
