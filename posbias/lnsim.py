@@ -27,6 +27,7 @@ from posbias import store
 from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
 from posbias.lntheory import (  # noqa: F401 - re-exported: lnsim.X names the closed forms too
+    NOLN_MEAN_FIELD_MIN_D,
     alpha0_slope_factor,
     alpha_to_l,
     anisotropy_level,
@@ -62,6 +63,7 @@ __all__ = [
     "layer1_offdiag_moments",
     "layer1_moments_check",
     "layer1_var_second_order",
+    "NOLN_MEAN_FIELD_MIN_D",
     "next_order_tol",
     "layer1_log_weights",
     "layer2_scores",

@@ -26,6 +26,7 @@ __all__ = [
     "layer1_offdiag_moments",
     "layer1_moments_check",
     "layer1_var_second_order",
+    "NOLN_MEAN_FIELD_MIN_D",
     "layer1_log_weights",
     "layer2_scores",
     "uniform_sketch",
@@ -259,6 +260,12 @@ def rope_layer1_scores(n: int, d: int, alpha: float, base: float = 10000.0) -> t
     s = alpha * math.sqrt(d) * rel
     s.fill_diagonal_(math.sqrt(d))
     return s.masked_fill(~causal_mask(n), float("nan"))
+
+
+#: The smallest width at which the mean field without LayerNorm is checked against |mean field|/d: it
+#: neglects terms of order 1/d, which exceed that allowance at d = 4, 6 and 8 (kim-prop-1's widths and
+#: kim-fig-1's row 1); 16 is the smallest width of the committed simulations.
+NOLN_MEAN_FIELD_MIN_D = 16
 
 
 def mean_field_excess(res: "SimResult", d: int, *, alpha: float = 0.0, rel_tol: float | None = None,

@@ -2,10 +2,11 @@
 
 Each chapter gets ``FUZZ_SECONDS / chapters`` seconds (``FUZZ_SECONDS``, default 600; ``FUZZ_CHAPTERS``
 picks chapters, comma-separated). A point is tried as :func:`param_space.try_point` tries it: refused
-(validation, or the cost guard at ``FUZZ_COST_SECONDS`` estimated seconds, default 20), or executed in
-this process (chapters that train networks: validated and costed only). Prints the cases and the exit
-codes per chapter, the first exits 1 and 3 with their parameters and what failed, and exits 1 when
-there was any exit 1.
+(validation, or the cost guard at ``FUZZ_COST_SECONDS`` estimated seconds, default 20, or twice the
+chapter's smoke estimate where that is larger), or executed in this process (chapters that train
+networks: validated and costed only). Prints the cases and their outcomes per chapter (refusals by who
+refused), the first exits 1 and 3 with their parameters and what failed, and exits 1 when there was
+any exit 1 or a chapter none of whose cases got past validation and the guard.
 """
 from __future__ import annotations
 
@@ -20,16 +21,31 @@ sys.path.insert(0, os.path.dirname(__file__))
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 from param_space import strategy, trains, try_point  # noqa: E402
+from posbias import cost  # noqa: E402
 from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
 
 #: Points drawn per hypothesis run; runs repeat until the chapter's time is up.
 BATCH = 20
 
 
+def budget(cid: str, cost_seconds: float) -> float:
+    """The cost guard's budget for ``cid``: ``cost_seconds``, or twice the smoke profile's own estimate
+    where that is larger (a guard below it refuses nearly every point, and the chapter goes untried)."""
+    ch = get_chapter(cid)
+    return max(cost_seconds, 2 * cost.estimate(ch, ch.resolve("smoke", {})).seconds)
+
+
+def kind(code: int, what: str) -> str:
+    """The outcome's name for the summary: exits 0, 1 and 3 by number, exit 2 by who refused."""
+    if code != 2:
+        return f"exit {code}"
+    return "refused (cost guard)" if what.startswith(("cost guard", "above this harness")) else "refused (validation)"
+
+
 def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Counter, list]:
     """Draw and try points of ``cid`` for about ``seconds`` (a case that starts in time runs to its
-    end); the exit codes' counts and every ``(code, overrides, what)`` that ended 1 or 3. Hypothesis
-    draws in small batches, so nothing is drawn after the time is up."""
+    end); the outcomes' counts (:func:`kind`) and every ``(code, overrides, what)`` that ended 1 or 3.
+    Hypothesis draws in small batches, so nothing is drawn after the time is up."""
     ch, codes, crashes = get_chapter(cid), collections.Counter(), []
     end = time.monotonic() + seconds
 
@@ -40,7 +56,7 @@ def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Cou
         if time.monotonic() > end:
             return
         code, what = try_point(ch, overrides, cost_seconds, execute=not trains(ch))
-        codes[code] += 1
+        codes[kind(code, what)] += 1
         if code in (1, 3):
             crashes.append((code, overrides, what))
 
@@ -56,12 +72,17 @@ def main() -> int:
     cost_seconds = float(os.environ.get("FUZZ_COST_SECONDS", "20"))
     bad = 0
     for cid in ids:
-        codes, found = fuzz(cid, per, cost_seconds)
+        guard = budget(cid, cost_seconds)
+        codes, found = fuzz(cid, per, guard)
         crashes = [f for f in found if f[0] == 1]
         n = sum(codes.values())
         how = "validated" if trains(get_chapter(cid)) else "run"
-        print(f"{cid:<26} {n:4d} cases ({how}): " + ", ".join(f"exit {k}: {v}" for k, v in sorted(codes.items()))
+        print(f"{cid:<26} {n:4d} cases ({how}, guard {guard:.0f} s): "
+              + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items()))
               + f"; failures (exit 1): {len(crashes)}", flush=True)
+        if n and not (codes["exit 0"] + codes["exit 3"]):
+            print(f"    no case got past validation and the guard: {cid} was not tried", flush=True)
+            bad += 1
         for code in (1, 3):   # a valid point may fail a check (exit 3): shown, for a reader to judge
             for _, over, what in [f for f in found if f[0] == code][:5]:
                 print(f"    exit {code} with {over}: {what}", flush=True)
