@@ -207,16 +207,16 @@ def paper_and_end(converged: Mapping[str, Sequence[dict | None]], step: int = 10
         for seed, u in enumerate(us):
             if u is None:
                 continue
-            c = u["curves"]
-            at = list(c["step"]).index(step) if step in c["step"] else None
-            if at is None:
-                raise ValueError(f"{label} run {seed} has no evaluation at step {step:,}")
-            acc = np.mean([np.asarray(c[k], dtype=float) for k in c if k.startswith("IC_")], axis=0)
-            row = {"configuration": label, "run": seed, "stopped at": int(c["step"][-1]),
-                   f"accuracy at {tag}": float(acc[at]), "accuracy at the end": float(acc[-1])}
+            end = int(u["curves"]["step"][-1])
+            try:
+                (snap,), (last,) = units_at([u], step), units_at([u], end)
+            except ValueError:
+                raise ValueError(f"{label} run {seed} has no evaluation at step {step:,}") from None
+            row = {"configuration": label, "run": seed, "stopped at": end}
+            for when, v in ((tag, snap), ("the end", last)):
+                row[f"accuracy at {when}"] = float(np.mean(list(v["ic_accuracy"].values())))
             for g in cv.GAP_NAMES:
-                curve = cv.gap_curve(c, g)
-                row[f"{g} at {tag}"], row[f"{g} at the end"] = float(curve[at]), float(curve[-1])
+                row[f"{g} at {tag}"], row[f"{g} at the end"] = snap["gaps"][g], last["gaps"][g]
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -133,7 +133,8 @@ def test_paper_and_end_reads_the_snapshot_and_the_stop_from_the_curves():
          "IC_first_last": [0.5 + g / 2 for g in fl], "IC_last_first": [0.5 - g / 4 for g in fl]}
     for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
         c[f"IC_{a}_{b}"] = [0.5] * len(steps)
-    tab = ot.paper_and_end({"x": [None, {"curves": c}]})
+    ic = {k: v[-1] for k, v in c.items() if k.startswith("IC_")}
+    tab = ot.paper_and_end({"x": [None, {"curves": c, "ic_accuracy": ic}]})
     assert len(tab) == 1
     row = tab.iloc[0]
     assert row["run"] == 1 and row["stopped at"] == 300_000
@@ -144,7 +145,7 @@ def test_paper_and_end_reads_the_snapshot_and_the_stop_from_the_curves():
     assert ot.spread_text(tab, "first-last at the end", "x") == "from +0.225 to +0.225"
     assert ot.spread_text(tab, "first-last at the end", "y") == "no network yet"
     with pytest.raises(ValueError, match="no evaluation at step 100,000"):
-        ot.paper_and_end({"x": [{"curves": {**c, "step": [s + 1 for s in steps]}}]})
+        ot.paper_and_end({"x": [{"curves": {**c, "step": [s + 1 for s in steps]}, "ic_accuracy": ic}]})
 
 
 def test_spread_summary_names_each_configuration_and_its_ranges():
