@@ -28,9 +28,11 @@ from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angle
 from posbias.masks import causal_mask
 from posbias.lntheory import (  # noqa: F401 - re-exported: lnsim.X names the closed forms too
     NOLN_MEAN_FIELD_MIN_D,
+    TOL_CALIBRATION,
     alpha0_slope_factor,
     alpha_to_l,
     anisotropy_level,
+    closed_form_outside,
     compare_increments,
     expansion_parameter,
     layer1_log_weights,
@@ -44,8 +46,10 @@ from posbias.lntheory import (  # noqa: F401 - re-exported: lnsim.X names the cl
     noln_mean_field,
     noln_score_variance,
     rope_layer1_scores,
+    row_fluctuation,
     row_slope,
     slope_contrast,
+    slope_resolvable,
     uniform_sketch,
 )
 from posbias.rollout import rollout
@@ -65,6 +69,10 @@ __all__ = [
     "layer1_var_second_order",
     "NOLN_MEAN_FIELD_MIN_D",
     "next_order_tol",
+    "TOL_CALIBRATION",
+    "row_fluctuation",
+    "closed_form_outside",
+    "slope_resolvable",
     "layer1_log_weights",
     "layer2_scores",
     "uniform_sketch",

@@ -36,6 +36,10 @@ __all__ = [
     "alpha0_slope_factor",
     "expansion_parameter",
     "next_order_tol",
+    "TOL_CALIBRATION",
+    "row_fluctuation",
+    "closed_form_outside",
+    "slope_resolvable",
     "noln_mean_field",
     "noln_score_variance",
     "compare_increments",
@@ -295,6 +299,51 @@ def next_order_tol(d: int) -> float:
     residual) the measured ``|MC - closed form| - 3 SE`` stays below ``1.32/sqrt(d)`` of the closed form,
     so ``c = 1.5``. At ``d = 16`` it is 0.375: a closed form of zero or of the opposite sign fails."""
     return 1.5 / math.sqrt(d)
+
+
+#: Where :func:`next_order_tol` was measured: every committed depth-2 LayerNorm simulation behind it has
+#: S = 10 tokens, alpha 0.2-0.8 and d 16-256 (with and without the residual).
+TOL_CALIBRATION = {"n": 10, "alphas": (0.2, 0.4, 0.5, 0.6, 0.8), "widths": (16, 36, 64, 144, 256)}
+
+
+def row_fluctuation(n: int, d: int, alpha: float) -> float:
+    """``v (n - 1) eps``: how much of a layer-1 row the closed forms replace by its mean.
+
+    A row is its diagonal weight (fixed, ``e^{sqrt d}``) plus ``n - 1`` random ones whose total, relative to
+    the diagonal, is :func:`expansion_parameter`; each has log-variance ``v = (1 - alpha^2)^2``. The closed
+    forms put mean weights for random ones, so what they neglect grows with this product: with ``n`` and
+    ``v`` (at fixed ``d`` the Monte Carlo slope falls further below the closed form as ``S`` grows), and
+    falls with ``d``."""
+    return layer1_offdiag_moments(d, alpha)[1] * expansion_parameter(n, d, alpha)
+
+
+def closed_form_outside(n: int, d: int, alpha: float) -> str:
+    """Why :func:`next_order_tol` does not bound the layer-2 closed form at ``(n, d, alpha)``; ``""`` where it does.
+
+    The tolerance is a measured constant, so it is trusted where it was measured (:data:`TOL_CALIBRATION`):
+    ``d`` from the smallest calibrated width, ``alpha`` within the calibrated range, and the part of a row
+    replaced by its mean, :func:`row_fluctuation`, no larger than anywhere in the calibration. Below it the
+    neglected order is known to reach the tolerance: at ``alpha -> 0`` it is kim-thm-1's ``1/sqrt(d) + 2/d``,
+    equal to ``1.5/sqrt(d)`` at ``d = 16`` and above it below."""
+    cal = TOL_CALIBRATION
+    lo, hi = min(cal["alphas"]), max(cal["alphas"])
+    bound = max(row_fluctuation(cal["n"], w, a) for a in cal["alphas"] for w in cal["widths"])
+    if d < min(cal["widths"]):
+        return f"d = {d} is below {min(cal['widths'])}, the smallest width the tolerance was measured on"
+    if not lo <= alpha <= hi:
+        return f"alpha = {alpha:.3g} is outside [{lo}, {hi}], the range the tolerance was measured on"
+    fl = row_fluctuation(n, d, alpha)
+    if fl > bound:
+        return (f"v (S - 1) eps = {fl:.2f} at S = {n} exceeds {bound:.2f}, the most of a row the closed form "
+                "replaced by its mean where the tolerance was measured")
+    return ""
+
+
+def slope_resolvable(pred: float, se: float, n: int, d: int, alpha: float, n_se: float = 5.0) -> bool:
+    """Whether the closed form says a layer-2 slope clears ``n_se`` standard errors even at the low edge of
+    its tolerance, ``pred (1 - next_order_tol(d)) >= n_se se``, where the tolerance holds
+    (:func:`closed_form_outside`). A check that demands ``z >= 3`` there has two SE of margin."""
+    return not closed_form_outside(n, d, alpha) and pred * (1.0 - next_order_tol(d)) >= n_se * se
 
 
 def layer1_var_second_order(d: int, alpha: float) -> float:
