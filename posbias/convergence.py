@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["GAP_NAMES", "StopRule", "PLATEAU", "RULES", "rule", "gap_curve", "gap_se", "window_change",
-           "rule_parts", "rule_holds", "first_held", "stop_step", "sign_stable_from", "plateau_rows"]
+           "rule_parts", "rule_holds", "first_held", "stop_step", "loss_rise", "sign_stable_from", "plateau_rows"]
 
 #: The paper's three gaps, ``"a-b"``: ``acc(IC_a_b) - acc(IC_b_a)``, positive = the earlier slot preferred.
 GAP_NAMES = ("first-middle", "first-last", "middle-last")
@@ -161,6 +161,17 @@ def stop_step(curves: Mapping[str, Sequence], n_test: int, r: StopRule) -> int |
         if s >= r.min_step and bool(rule_holds(curves, n_test, r, s)):
             return int(s)
     return None
+
+
+def loss_rise(curves: Mapping[str, Sequence]) -> tuple[float, int]:
+    """How far a run's training loss ended above its best: ``(rise, best_step)``, ``rise`` the last
+    evaluation's loss over the lowest one's, minus 1, and ``best_step`` where the lowest was (evaluations
+    after step 0, which logs no training loss). A plateau the rule stops on after a rise beyond its own
+    ``loss_rel`` is one the network fell to, having lost what it had learned, not one it converged to."""
+    steps = np.asarray(curves["step"])
+    loss = np.asarray(curves["loss"], dtype=float)[steps > 0]
+    best = int(np.argmin(loss))
+    return float(loss[-1] / loss[best] - 1.0), int(steps[steps > 0][best])
 
 
 def sign_stable_from(steps: Sequence[int], mean: np.ndarray, se: np.ndarray, z: float = 2.0) -> tuple[int, int] | None:

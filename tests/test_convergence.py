@@ -123,3 +123,14 @@ def test_rule_parts_name_the_part_that_fails_and_first_held_finds_the_gaps_alone
     assert cv.first_held(c, N_TEST, cv.PLATEAU, ["loss"]) == cv.stop_step(c, N_TEST, cv.PLATEAU) > 250_000
     # before min_step nothing holds, whatever the curves
     assert not any(bool(v) for v in cv.rule_parts(c, N_TEST, cv.PLATEAU, 50_000).values())
+
+
+def test_loss_rise_finds_a_collapse_and_not_a_descent():
+    steps = list(range(0, 300_001, 5000))
+    falling = [0.0] + [1.0 + 1.0 / (1 + s / 50_000) for s in steps[1:]]   # step 0 logs no loss
+    rise, best = cv.loss_rise({"step": steps, "loss": falling})
+    assert rise == 0.0 and best == 300_000
+    # learns to 2.5 by 120k, then falls back to 3.4 from 220k on (a plateau the rule would stop on)
+    collapse = [0.0] + [3.3 - 0.8 * min(s, 120_000) / 120_000 if s < 220_000 else 3.4 for s in steps[1:]]
+    rise, best = cv.loss_rise({"step": steps, "loss": collapse})
+    assert best == 120_000 and rise == pytest.approx(3.4 / 2.5 - 1)

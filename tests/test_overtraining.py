@@ -89,6 +89,23 @@ def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settle
     assert row["configuration"] == "x" and row["run"] == 0 and row["why"] == "rule"
     assert 200_000 < stop <= 250_000 and row["gaps settled at"] == f"{stop:,}"
     assert row["loss change over last 50k"] == "+0.0%" and row["accuracy"] == "0.700"
+    assert row["loss above its best"] == "+0.0%" and ot.fell_back({"x": [u, None]}) == "none"
+
+
+def test_fell_back_names_a_network_that_stopped_after_losing_what_it_learned():
+    from posbias import convergence as cv
+    u = _unit(lambda s: 0.0)
+    c = u["curves"]
+    c["loss"] = [0.0] + [2.0] * 10 + [3.0] * 10           # best 2.0 from 5k, ends at 3.0
+    c["IC_first_middle"] = [0.5] * 11 + [0.1] * 10        # accuracy falls with it
+    u["ic_accuracy"] = {k: v[-1] for k, v in c.items() if k.startswith("IC_")}
+    u["stop"] = {"rule": cv.PLATEAU.to_dict(), "stopped_at": 100_000, "reason": "rule"}
+    assert ot.fell_back({"x": [None, u]}) == ("x run 1 (loss 50% above its best at 5,000 iterations; mean IC "
+                                               "accuracy 0.500 there, 0.433 at its stop)")
+    row = ot.stop_table({"x": [None, u]}, N_TEST).iloc[0]
+    assert row["loss above its best"] == "+50.0% (best at 5,000)"
+    c["loss"][-1] = 2.0 * (1 + cv.PLATEAU.loss_rel / 2)    # within the rule's own tolerance: not named
+    assert ot.fell_back({"x": [None, u]}) == "none"
 
 
 def test_converged_counts_leave_out_claims_not_yet_judged():
