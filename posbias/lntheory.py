@@ -39,6 +39,7 @@ __all__ = [
     "TOL_CALIBRATION",
     "row_fluctuation",
     "closed_form_outside",
+    "calibration_fix",
     "slope_resolvable",
     "noln_mean_field",
     "noln_score_variance",
@@ -337,6 +338,13 @@ def closed_form_outside(n: int, d: int, alpha: float) -> str:
         return (f"v (S - 1) eps = {fl:.2f} at S = {n} exceeds {bound:.2f}, the most of a row the closed form "
                 "replaced by its mean where the tolerance was measured")
     return ""
+
+
+def calibration_fix() -> str:
+    """What brings a setting where :func:`next_order_tol` was measured, for a check's skip message."""
+    cal = TOL_CALIBRATION
+    return (f"use an alpha in [{min(cal['alphas'])}, {max(cal['alphas'])}], a width of at least "
+            f"{min(cal['widths'])}, or fewer tokens")
 
 
 def slope_resolvable(pred: float, se: float, n: int, d: int, alpha: float, n_se: float = 5.0) -> bool:

@@ -18,8 +18,8 @@ import numpy as np
 from . import claims, convergence as cv
 
 __all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "MEASURED_ALONG", "verdicts_over_training",
-           "converged_comparison", "converged_counts", "reach", "stop_table", "fell_back", "paper_and_end",
-           "spread_text", "spread_summary"]
+           "converged_comparison", "converged_counts", "reach", "stop_table", "stopped_runs", "fell_back",
+           "paper_and_end", "spread_text", "spread_summary"]
 
 #: The studies whose curves are read: name -> campaign (all at the paper's settings).
 STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
@@ -177,23 +177,28 @@ def stop_table(converged: Mapping[str, Sequence[dict | None]], n_test: int):
     import pandas as pd
 
     rows = []
+    for label, seed, u in stopped_runs(converged):
+        r = cv.StopRule(**u["stop"]["rule"])
+        c, steps = u["curves"], list(u["curves"]["step"])
+        settled = cv.first_held(c, n_test, r, cv.GAP_NAMES)
+        loss = np.asarray(c["loss"], dtype=float)
+        change = cv.window_change(steps, loss, steps[-1], r.window) / abs(loss[-1])
+        rise, best = cv.loss_rise(c)
+        rows.append({"configuration": label, "run": seed, "stopped at": f"{u['stop']['stopped_at']:,}",
+                     "why": u["stop"]["reason"],
+                     "gaps settled at": "" if settled is None else f"{settled:,}",
+                     f"loss change over last {r.window // 1000}k": f"{change:+.1%}",
+                     "loss above its best": f"{rise:+.1%}" + (f" (best at {best:,})" if rise > r.loss_rel else ""),
+                     "accuracy": f"{np.mean(list(u['ic_accuracy'].values())):.3f}"})
+    return pd.DataFrame(rows)
+
+
+def stopped_runs(converged: Mapping[str, Sequence[dict | None]]):
+    """``(label, run index, run)`` for every run of ``converged`` that stopped under a rule (has ``stop``)."""
     for label, us in converged.items():
         for seed, u in enumerate(us):
-            if u is None or "stop" not in u:
-                continue
-            r = cv.StopRule(**u["stop"]["rule"])
-            c, steps = u["curves"], list(u["curves"]["step"])
-            settled = cv.first_held(c, n_test, r, cv.GAP_NAMES)
-            loss = np.asarray(c["loss"], dtype=float)
-            change = cv.window_change(steps, loss, steps[-1], r.window) / abs(loss[-1])
-            rise, best = cv.loss_rise(c)
-            rows.append({"configuration": label, "run": seed, "stopped at": f"{u['stop']['stopped_at']:,}",
-                         "why": u["stop"]["reason"],
-                         "gaps settled at": "" if settled is None else f"{settled:,}",
-                         f"loss change over last {r.window // 1000}k": f"{change:+.1%}",
-                         "loss above its best": f"{rise:+.1%}" + (f" (best at {best:,})" if rise > r.loss_rel else ""),
-                         "accuracy": f"{np.mean(list(u['ic_accuracy'].values())):.3f}"})
-    return pd.DataFrame(rows)
+            if u is not None and "stop" in u:
+                yield label, seed, u
 
 
 def fell_back(converged: Mapping[str, Sequence[dict | None]]) -> str:
@@ -201,15 +206,12 @@ def fell_back(converged: Mapping[str, Sequence[dict | None]]) -> str:
     (:func:`posbias.convergence.loss_rise`), in words: label, run, the rise, and the mean IC accuracy at the
     best evaluation and at the end; ``"none"`` when there is none."""
     out = []
-    for label, us in converged.items():
-        for seed, u in enumerate(us):
-            if u is None or "stop" not in u:
-                continue
-            rise, best = cv.loss_rise(u["curves"])
-            if rise > u["stop"]["rule"]["loss_rel"]:
-                acc = [np.mean(list(x["ic_accuracy"].values())) for x in units_at([u], best) + [u]]
-                out.append(f"{label} run {seed} (loss {rise:.0%} above its best at {best:,} iterations; mean IC "
-                           f"accuracy {acc[0]:.3f} there, {acc[1]:.3f} at its stop)")
+    for label, seed, u in stopped_runs(converged):
+        rise, best = cv.loss_rise(u["curves"])
+        if rise > u["stop"]["rule"]["loss_rel"]:
+            acc = [np.mean(list(x["ic_accuracy"].values())) for x in units_at([u], best) + [u]]
+            out.append(f"{label} run {seed} (loss {rise:.0%} above its best at {best:,} iterations; mean IC "
+                       f"accuracy {acc[0]:.3f} there, {acc[1]:.3f} at its stop)")
     return "; ".join(out) if out else "none"
 
 

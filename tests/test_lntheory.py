@@ -38,6 +38,7 @@ def test_closed_form_outside_trusts_the_tolerance_where_it_was_measured():
     assert "outside [0.2, 0.8]" in lntheory.closed_form_outside(10, 64, 0.1)
     assert "outside [0.2, 0.8]" in lntheory.closed_form_outside(10, 64, 0.9)
     assert "exceeds 0.87" in lntheory.closed_form_outside(20, 16, 0.2)  # v (S-1) eps = 1.10
+    assert lntheory.calibration_fix() == "use an alpha in [0.2, 0.8], a width of at least 16, or fewer tokens"
     # by hand: v (n - 1) eps with eps = exp(m + v/2 - sqrt(d))
     m, v = lntheory.layer1_offdiag_moments(36, 0.3)
     assert math.isclose(lntheory.row_fluctuation(25, 36, 0.3), v * 24 * math.exp(m + v / 2 - 6))
