@@ -166,7 +166,7 @@ _ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.
                   ast.Name, ast.Load, ast.Constant, ast.Call, ast.List, ast.Tuple, ast.IfExp,
                   ast.GeneratorExp, ast.comprehension, ast.Store)
 _FUNCS = {"len": len, "min": min, "max": max, "all": all, "any": any, "abs": abs, "sorted": sorted, "set": set,
-          "sum": sum, "exp": math.exp, "log": math.log, "sqrt": math.sqrt}
+          "sum": sum, "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "range": range}
 COST_KEYS = ("seconds", "memory_mb", "network_step", "calibration")   # the front matter's `cost:` (posbias.cost)
 
 

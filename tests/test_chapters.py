@@ -99,6 +99,9 @@ def test_constraint_language_is_restricted():
     ("wu-fig-2", {"seeds": ""}, r"seeds.*empty"),                                                # zero seeds
     ("wu-fig-2", {"steps": "10", "eval_every": "10"}, r"evaluate at least twice"),
     ("sinks-streaming", {"sinks": "1,2"}, r"window-only cache"),
+    # make fuzz: gu_n 8 failed no-sink-repeated (exit 3): uniform causal attention gives token 1 H_8/8 = 0.34 > eps
+    ("sinks-real-decoder", {"gu_n": "8"}, r"eps must exceed H_n / n"),
+    ("sinks-real-decoder", {"eps": "0.05"}, r"eps must exceed H_n / n"),                     # H_64/64 = 0.074
 ])
 def test_impossible_combinations_in_real_chapters_are_refused(cid, overrides, pattern):
     """The refusals issue 8 names, on the chapters that declare them (the CLI turns each into exit 2)."""
@@ -159,6 +162,20 @@ def test_a_constraint_may_use_a_generator_expression_over_the_parameters():
     assert ch.resolve(overrides={"ws": "2,8"})["ws"] == [2, 8]
     with pytest.raises(ParamError, match="windows fit"):
         ch.resolve(overrides={"ws": "2,9"})
+
+
+def test_the_sink_threshold_constraint_is_the_uniform_share_of_token_one():
+    """sinks-real-decoder refuses exactly where H_n/n >= eps: at eps 0.3, n = 9 (0.314) is refused and
+    n = 10 (0.293) accepted; H_n summed by hand."""
+    ch = get_chapter("sinks-real-decoder")
+    h = lambda n: sum(1 / k for k in range(1, n + 1)) / n  # noqa: E731
+    assert h(9) > 0.3 > h(10)
+    with pytest.raises(ParamError, match="H_n / n"):
+        ch.resolve("smoke", {"gu_n": "9"})
+    assert ch.resolve("smoke", {"gu_n": "10"})["gu_n"] == 10
+    assert ch.resolve("smoke", {"gu_n": "64", "eps": f"{h(48) + 1e-6}"})["lengths"] == [48]   # 48 binds
+    with pytest.raises(ParamError, match="H_n / n"):
+        ch.resolve("smoke", {"gu_n": "64", "eps": f"{h(48) - 1e-6}"})
 
 
 def test_empty_items_duplicates_and_long_numbers_are_refused_in_a_few_words():
