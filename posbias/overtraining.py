@@ -17,9 +17,9 @@ import numpy as np
 
 from . import claims, convergence as cv
 
-__all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "MEASURED_ALONG", "verdicts_over_training",
-           "converged_comparison", "converged_counts", "reach", "stop_table", "stopped_runs", "fell_back",
-           "paper_and_end", "spread_text", "spread_summary"]
+__all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "units_at_best", "MEASURED_ALONG",
+           "verdicts_over_training", "READINGS", "CONVERGED_VIEWS", "converged_comparison", "converged_counts", "reach",
+           "stop_table", "stopped_runs", "fell_back", "paper_and_end", "spread_text", "spread_summary"]
 
 #: The studies whose curves are read: name -> campaign (all at the paper's settings).
 STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
@@ -93,6 +93,22 @@ def units_at(units: Sequence[dict | None], step: int) -> list[dict | None]:
     return out
 
 
+def units_at_best(units: Sequence[dict | None]) -> list[dict | None]:
+    """Each run as it was at its own evaluation of lowest training loss (the ``best_step`` of
+    :func:`posbias.convergence.loss_rise`), through :func:`units_at`; ``None`` stays ``None``. The
+    evaluation is chosen on the training loss, which no claim measures, not on the gaps."""
+    return [None if u is None else units_at([u], cv.loss_rise(u["curves"])[1])[0] for u in units]
+
+
+#: Ways to read the runs trained to the stopping rule: name -> (column title, runs -> runs).
+READINGS = {"at-stop": ("converged", list), "at-best-loss": ("at best loss", units_at_best)}
+#: How Section 5.1's claims are read on the networks trained to the stopping rule, declared in the
+#: chapter's front matter (``verdicts_at_convergence``) before any claim over a run that fell back was
+#: judged: the primary verdict on every run as it stopped, fallen back or not, and beside it every run
+#: at its lowest training loss (names of :data:`READINGS`).
+CONVERGED_VIEWS = {"primary": "at-stop", "secondary": "at-best-loss"}
+
+
 def verdicts_over_training(units: Mapping[str, Mapping[str, Sequence[dict | None]]], steps: Sequence[int]):
     """The register's claims that are measurable along training (:data:`MEASURED_ALONG`), judged on
     ``units`` (campaign -> label -> runs) as they were at each of ``steps``, Holm's correction over
@@ -122,24 +138,31 @@ def verdicts_over_training(units: Mapping[str, Mapping[str, Sequence[dict | None
 
 def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: Mapping[str, Sequence[dict | None]]):
     """Section 5.1's claims (the register's Figure 2 entries) at the paper's 100,000 iterations and on
-    the networks trained until the stopping rule held, side by side: one row per claim with both
-    verdicts after Holm (each over the claims judged on its units), both means, and, on the converged
-    networks, where they stopped (the latest stop among the runs and how many reached the cap) and
-    their final mean IC accuracy. Claims whose configurations are not all converged read ``not yet``.
-    Returns a ``pandas.DataFrame``."""
+    the networks trained until the stopping rule held, side by side: one row per claim with the
+    verdicts after Holm (each column over the claims judged on its units) and their means at 100k, at
+    the stop (``converged``, the primary verdict) and at each run's lowest training loss (``at best
+    loss``, :func:`units_at_best`; :data:`CONVERGED_VIEWS`), and, on the converged networks, where they
+    stopped (the latest stop among the runs and how many reached the cap) and their final mean IC
+    accuracy. Claims whose configurations are not all converged read ``not yet``. Returns a
+    ``pandas.DataFrame``."""
     import pandas as pd
 
     entries = claims.register().select(campaign="wu-fig-2")
     at_paper = claims.judge(entries, {"wu-fig-2": paper})
-    at_conv = claims.judge(entries, {"wu-fig-2": converged})
+    (first, read1), (second, read2) = (READINGS[CONVERGED_VIEWS[k]] for k in ("primary", "secondary"))
+    at_conv = claims.judge(entries, {"wu-fig-2": {lb: read1(us) for lb, us in converged.items()}})
+    at_best = claims.judge(entries, {"wu-fig-2": {lb: read2(us) for lb, us in converged.items()}})
+
+    def mean(j):
+        return "" if j.mean is None else f"{j.mean:+.3f} ± {j.se:.3f}"
+
     rows = []
-    for e, a, b in zip(entries, at_paper, at_conv):
-        us = [u for c in e.configs for u in (converged.get(c) or []) if u is not None]
+    for e, a, b, c in zip(entries, at_paper, at_conv, at_best):
+        us = [u for cf in e.configs for u in (converged.get(cf) or []) if u is not None]
         done = b.status != claims.NOT_YET
         stops = [u["stop"]["stopped_at"] for u in us if "stop" in u] if done else []
-        rows.append({"claim": e.id, "measured": e.reading,
-                     "100k": a.holm, "mean at 100k": "" if a.mean is None else f"{a.mean:+.3f} ± {a.se:.3f}",
-                     "converged": b.holm, "mean converged": "" if b.mean is None else f"{b.mean:+.3f} ± {b.se:.3f}",
+        rows.append({"claim": e.id, "measured": e.reading, "100k": a.holm, "mean at 100k": mean(a),
+                     first: b.holm, f"mean {first}": mean(b), second: c.holm, f"mean {second}": mean(c),
                      "stopped by": f"{max(stops):,}" if stops else "",
                      "at the cap": sum(u["stop"]["reason"] == "cap" for u in us if "stop" in u) if done else "",
                      "accuracy": "" if not done else
@@ -163,9 +186,11 @@ def reach(configs: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
 
 def converged_counts(cmp) -> dict[str, int]:
     """From a :func:`converged_comparison` frame: ``judged``, the claims judged on converged networks
-    (not ``not yet``), and ``differ``, those of them whose verdict there is not their verdict at 100k."""
+    (not ``not yet``); ``differ``, those of them whose verdict there is not their verdict at 100k; and
+    ``differ_best``, those whose verdict at the runs' lowest training loss is not their verdict at the stop."""
     judged = cmp["converged"] != claims.NOT_YET
-    return {"judged": int(judged.sum()), "differ": int((judged & (cmp["converged"] != cmp["100k"])).sum())}
+    return {"judged": int(judged.sum()), "differ": int((judged & (cmp["converged"] != cmp["100k"])).sum()),
+            "differ_best": int((judged & (cmp["converged"] != cmp[READINGS[CONVERGED_VIEWS["secondary"]][0]])).sum())}
 
 
 def stop_table(converged: Mapping[str, Sequence[dict | None]], n_test: int):
@@ -209,7 +234,7 @@ def fell_back(converged: Mapping[str, Sequence[dict | None]]) -> str:
     for label, seed, u in stopped_runs(converged):
         rise, best = cv.loss_rise(u["curves"])
         if rise > u["stop"]["rule"]["loss_rel"]:
-            acc = [np.mean(list(x["ic_accuracy"].values())) for x in units_at([u], best) + [u]]
+            acc = [np.mean(list(x["ic_accuracy"].values())) for x in units_at_best([u]) + [u]]
             out.append(f"{label} run {seed} (loss {rise:.0%} above its best at {best:,} iterations; mean IC "
                        f"accuracy {acc[0]:.3f} there, {acc[1]:.3f} at its stop)")
     return "; ".join(out) if out else "none"

@@ -115,7 +115,10 @@ def test_converged_counts_leave_out_claims_not_yet_judged():
 
     cmp = pd.DataFrame({"100k": ["reproduced", "inconclusive", "reproduced", "contradicted"],
                         "converged": ["reproduced", "reproduced", claims.NOT_YET, claims.NOT_YET]})
-    assert ot.converged_counts(cmp) == {"judged": 2, "differ": 1}
+    cmp["at best loss"] = ["reproduced", "reproduced", claims.NOT_YET, claims.NOT_YET]
+    assert ot.converged_counts(cmp) == {"judged": 2, "differ": 1, "differ_best": 0}
+    cmp.loc[0, "at best loss"] = "inconclusive"
+    assert ot.converged_counts(cmp)["differ_best"] == 1
 
 
 def test_reach_names_the_configurations_each_claim_still_needs():
@@ -176,3 +179,35 @@ def test_spread_summary_names_each_configuration_and_its_ranges():
                         "to 0.750 at the end; first-last gap from -0.040 to +0.010, then from -0.160 to +0.030")
     assert "; b (1 network): accuracy from 0.600 to 0.600" in s
     assert ot.spread_summary(tab.iloc[:0]) == "no network yet"
+
+
+def _fallen(fl_best, fl_after, best_until, seed_shift=0.0):
+    """A run whose loss is 1.0 up to ``best_until`` (its best at 5,000) and 2.0 after, its first-last gap
+    ``fl_best`` up to there and ``fl_after`` after: a network that fell back from what it had learned."""
+    u = _unit(lambda s: fl_best if s <= best_until else fl_after, seed_shift)
+    u["curves"]["loss"] = [0.0] + [1.0] * (best_until // 5000) + [2.0] * ((100_000 - best_until) // 5000)
+    return u
+
+
+def test_units_at_best_reads_each_run_at_its_lowest_training_loss():
+    u = _fallen(0.1, -0.1, 50_000)
+    u["curves"]["loss"][3] = 0.5                                  # its lowest at 15,000
+    flat = _unit(lambda s: 0.2)                                   # flat loss: its best is its first evaluation
+    v, w, none = ot.units_at_best([u, flat, None])
+    assert v["curves"]["step"][-1] == 15_000 and v["gaps"]["first-last"] == pytest.approx(0.1)
+    assert w["curves"]["step"][-1] == 5000 and none is None
+    assert u["gaps"]["first-last"] == pytest.approx(-0.1)        # the original untouched
+
+
+def test_the_comparison_sets_the_verdict_at_the_best_loss_beside_the_stop():
+    """No PE ends with the first slot disfavoured after falling back; at its best it favoured it."""
+    paper = {"No PE|2": [_unit(lambda s: 0.1, d) for d in SHIFTS], "decay|2": [_unit(lambda s: 0.0, d) for d in SHIFTS]}
+    conv = {"No PE|2": [_fallen(0.1, -0.1, 50_000, d) for d in SHIFTS],
+            "decay|2": [_unit(lambda s: 0.0, d) for d in SHIFTS]}
+    cmp = ot.converged_comparison(paper, conv)
+    row = cmp[cmp["claim"] == "fig2-decay-reduces-2"].iloc[0]
+    assert row["100k"] == row["at best loss"] == "reproduced" and row["converged"] != "reproduced"
+    assert row["mean at best loss"] == row["mean at 100k"] and row["mean converged"] != row["mean at 100k"]
+    counts = ot.converged_counts(cmp)
+    assert counts["differ_best"] >= 1 and counts["differ"] >= 1
+    assert set(cmp[cmp["claim"] == "fig2-rope-reduces-2"]["at best loss"]) == {"not yet"}
