@@ -99,6 +99,8 @@ def test_constraint_language_is_restricted():
     ("wu-fig-2", {"seeds": ""}, r"seeds.*empty"),                                                # zero seeds
     ("wu-fig-2", {"steps": "10", "eval_every": "10"}, r"evaluate at least twice"),
     ("sinks-streaming", {"sinks": "1,2"}, r"window-only cache"),
+    # 4 tokens predicted after the largest cache (32 + 4) evicts, the fewest a standard error is taken from
+    ("sinks-streaming", {"n_stream": "40", "windows": "32", "sinks": "0,4"}, r"at least 5 tokens"),
     # make fuzz: gu_n 8 failed no-sink-repeated (exit 3): uniform causal attention gives token 1 H_8/8 = 0.34 > eps
     ("sinks-real-decoder", {"gu_n": "8"}, r"eps must exceed H_n / n"),
     ("sinks-real-decoder", {"eps": "0.05"}, r"eps must exceed H_n / n"),                     # H_64/64 = 0.074
@@ -197,6 +199,11 @@ def test_empty_items_duplicates_and_long_numbers_are_refused_in_a_few_words():
         with pytest.raises(ParamError) as e:
             seed.coerce(raw)
         assert len(str(e.value)) < 300, len(str(e.value))
+
+
+def test_the_shortest_stream_streaming_takes_predicts_four_tokens_after_eviction():
+    p = get_chapter("sinks-streaming").resolve("smoke", {"n_stream": "41", "windows": "32", "sinks": "0,4"})
+    assert p["n_stream"] - 1 - (max(p["windows"]) + max(p["sinks"])) == 4
 
 
 def test_duplicates_are_refused_where_a_chapter_declares_them_unique():

@@ -436,3 +436,46 @@ def test_streaming_sentence_reads_the_largest_window():
     text = llm.streaming_sentence(curves, n, 1, [w], sinks)
     assert f"is {np.e:.2f} once" in text and f"window-only cache's {np.e ** 2:.2f} ({np.e:.2f} times" in text
     assert "2 sinks + window" in text and "80% of the window-only" in text
+
+
+def _share_curves(d, g, start=5):
+    """Stored curves whose tokens from ``start`` on have ``l0 - lk = d`` and ``l0 - lfull = g``
+    (window 3, sinks 0 and 2)."""
+    l0 = np.full(start + len(d), 3.0)
+    return {"full": list(l0 - np.r_[np.zeros(start), g]),
+            "stream": {"0-3": list(l0), "2-3": list(l0 - np.r_[np.zeros(start), d])}}
+
+
+def test_closed_share_by_hand():
+    # 9 tokens: batches of 3; g = 1 everywhere, so z = d - share and the batch means are exact
+    d = np.array([0.7, 0.8, 0.9, 0.5, 0.6, 0.7, 0.9, 1.0, 1.1])
+    c = llm.closed_share(_share_curves(d, np.ones(9)), 3, [0, 2])
+    assert c["share"] == pytest.approx(0.8) and c["dof"] == 2
+    assert c["se"] == pytest.approx(np.std([0.0, -0.2, 0.2], ddof=1) / np.sqrt(3))
+    with pytest.raises(ValueError, match="at least 4"):
+        llm.closed_share(_share_curves(d[:3], np.ones(3)), 3, [0, 2])
+
+
+def test_closed_share_error_covers_correlated_tokens():
+    """On AR(1) per-token differences (correlation 0.8 between neighbours) the batch-means SE matches the
+    spread of the share over 400 streams within 25%; the SE of independent tokens would be a third of it."""
+    rng = np.random.default_rng(0)
+    n, rho, shares, ses = 400, 0.8, [], []
+    for _ in range(400):
+        e = np.zeros(n)
+        for t in range(1, n):
+            e[t] = rho * e[t - 1] + rng.normal(0, 0.3)
+        c = llm.closed_share(_share_curves(0.75 + e, np.ones(n)), 3, [0, 2])
+        shares.append(c["share"])
+        ses.append(c["se"])
+    assert np.mean(ses) == pytest.approx(np.std(shares), rel=0.25)
+    assert np.std(shares) > 2 * 0.3 / np.sqrt(1 - rho ** 2) / np.sqrt(n)
+
+
+def test_restore_below_needs_the_share_below_the_threshold_beyond_its_error():
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0, 1, 100)
+    for mean, sd, below in ((0.5, 0.1, True), (0.7, 1.0, False), (0.9, 0.1, False), (0.74, 0.01, True)):
+        curves = _share_curves(mean + sd * noise, np.ones(100))
+        got = llm.restore_below(curves, [3], [0, 2], threshold=0.75)
+        assert (3 in got) is below, (mean, sd, got)

@@ -23,10 +23,10 @@ from .retrieval import KVExample, copied_pair, evidence_positions, kv_example, k
 from .sinks import (attention_maps, drop_position, first_over_rest, head_mean_rollout, rollout_survey, sink_alpha,
                     sink_rate, sink_survey, uniform_causal, with_special)
 from .streaming import StreamingCache, full_nll, stream_curves, stream_nll
-from .tables import (DECODER_KINDS, SMOLLM2_KV, copy_confusion, encoder_table, ends_minus_middle,
+from .tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, encoder_table, ends_minus_middle,
                      filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence, perplexity_after_eviction,
-                     position_ranking, retrieval_table, rollout_reach, sink_position_table, streaming_sentence,
-                     streaming_summary, streaming_table, uniform_alpha_first, wrong_answers)
+                     position_ranking, restore_below, retrieval_table, rollout_reach, sink_position_table,
+                     streaming_sentence, streaming_summary, streaming_table, uniform_alpha_first, wrong_answers)
 
 __all__ = [
     "SMOLLM2_FILE",
@@ -72,6 +72,8 @@ __all__ = [
     "perplexity_after_eviction",
     "streaming_table",
     "streaming_summary",
+    "closed_share",
+    "restore_below",
     "streaming_sentence",
     "kv_bytes_per_token",
     "filled_cache_size",

@@ -5,6 +5,8 @@ Plain numbers from small JSON (numpy, pandas); nothing here runs the model excep
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -14,8 +16,9 @@ from .streaming import StreamingCache
 
 __all__ = ["DECODER_KINDS", "SMOLLM2_KV", "uniform_alpha_first", "sink_position_table", "encoder_table",
            "layer_profile", "rollout_reach", "perplexity_after_eviction", "streaming_table", "streaming_summary",
-           "streaming_sentence", "kv_bytes_per_token", "filled_cache_size", "retrieval_table", "ends_minus_middle",
-           "wrong_answers", "copy_confusion", "position_ranking", "paper_sentence"]
+           "closed_share", "restore_below", "streaming_sentence", "kv_bytes_per_token", "filled_cache_size",
+           "retrieval_table", "ends_minus_middle", "wrong_answers", "copy_confusion", "position_ranking",
+           "paper_sentence"]
 
 DECODER_KINDS = ("natural", "random", "repeated", "natural+endoftext", "repeated+endoftext",
                  "natural+im_start")
@@ -121,6 +124,51 @@ def streaming_summary(ppl: dict, windows: list[int], sinks: list[int]) -> dict[s
             "jump_w_min": ppl[(0, min(windows))] / ppl[("full", min(windows))],
             "closed": min((logp[(0, w)] - logp[(k, w)]) / (logp[(0, w)] - logp[("full", w)]) for w in windows),
             "near": max(ppl[(k, w)] / ppl[("full", w)] for w in windows)}
+
+
+def closed_share(curves: dict, w: int, sinks: list[int]) -> dict[str, float]:
+    """The share of the window-only cache's gap in log-perplexity that keeping ``k = max(sinks)`` sinks
+    closes at window ``w``, with its standard error, from stored :func:`stream_curves` ``curves``.
+
+    Over the predicted tokens ``t >= k + w`` (``n`` of them), ``d_t = l0_t - lk_t`` and ``g_t = l0_t -
+    lfull_t`` (per-token losses in nats); the share is ``mean(d) / mean(g)``. Its standard error is the
+    delta method's, ``z_t = (d_t - share * g_t) / mean(g)``, by batch means: consecutive tokens share
+    most of their cache, so ``z`` is averaged over ``n // b`` batches of ``b = floor(sqrt(n))``
+    consecutive tokens (the last ``n mod b`` left out) and ``se = std(batch means) / sqrt(batches)``,
+    with ``batches - 1`` degrees of freedom. Returns ``{"share", "se", "dof"}``; ``ValueError`` with
+    fewer than four predicted tokens (two batches of two).
+    """
+    k = max(sinks)
+    start = k + w
+    l0, lk, lf = (np.asarray(c, dtype=float)[start:] for c in
+                  (curves["stream"][f"0-{w}"], curves["stream"][f"{k}-{w}"], curves["full"]))
+    if len(l0) < 4:
+        raise ValueError(f"{len(l0)} tokens predicted after the cache of window {w} and {k} sinks evicts; "
+                         "a standard error needs at least 4 (a longer n_stream)")
+    d, g = l0 - lk, l0 - lf
+    share = float(d.mean() / g.mean())
+    z = (d - share * g) / g.mean()
+    b = max(1, math.isqrt(len(z)))
+    means = z[:len(z) // b * b].reshape(-1, b).mean(axis=1)
+    se = float(means.std(ddof=1) / math.sqrt(len(means)))
+    return {"share": share, "se": se, "dof": len(means) - 1}
+
+
+def restore_below(curves: dict, windows: list[int], sinks: list[int], threshold: float = 0.75,
+                  level: float = 0.05) -> dict[int, dict[str, float]]:
+    """The windows at which keeping ``max(sinks)`` sinks closes less than ``threshold`` of the window-only
+    cache's gap, beyond its uncertainty: :func:`closed_share` below ``threshold`` by more than Student's
+    t (``dof`` degrees of freedom, one-sided at ``level / 2``) standard errors. Returns
+    ``{w: closed_share(...) | {"t": t}}`` for those windows (empty when the claim stands at every window)."""
+    from scipy import stats
+
+    out = {}
+    for w in windows:
+        c = closed_share(curves, w, sinks)
+        t = float(stats.t.ppf(1 - level / 2, c["dof"]))
+        if c["share"] + t * c["se"] < threshold:
+            out[w] = {**c, "t": t}
+    return out
 
 
 def streaming_sentence(curves: dict, n_stream: int, n_streams: int, windows: list[int],
