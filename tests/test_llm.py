@@ -479,3 +479,38 @@ def test_restore_below_needs_the_share_below_the_threshold_beyond_its_error():
         curves = _share_curves(mean + sd * noise, np.ones(100))
         got = llm.restore_below(curves, [3], [0, 2], threshold=0.75)
         assert (3 in got) is below, (mean, sd, got)
+
+
+def test_the_greedy_answer_is_long_enough_to_hold_the_value():
+    """make fuzz: at n_hex 15 no answer could be right, cut at a fixed 10 new tokens (10-13 characters).
+    The default length is max(10, characters of the value): each token holds at least one character."""
+    _, tok = llm.load_decoder()
+    asked = []
+
+    class Fake:
+        def __call__(self, input_ids):
+            return type("Out", (), {"logits": torch.zeros(1, input_ids.shape[1], len(tok))})()
+
+        def generate(self, p_ids, max_new_tokens, **kw):
+            asked.append(max_new_tokens)
+            return torch.cat([p_ids, torch.full((1, max_new_tokens), tok.convert_tokens_to_ids("a"))], dim=1)
+
+    for n_hex, want in ((4, 10), (8, 10), (15, 15), (32, 32)):
+        r = llm.retrieve(Fake(), tok, llm.kv_example(4, 0, 7, n_hex=n_hex))
+        assert asked[-1] == want and len(r["answer"]) >= n_hex
+    assert llm.retrieve(Fake(), tok, llm.kv_example(4, 0, 7, n_hex=15), max_new_tokens=3) and asked[-1] == 3
+
+
+def test_a_miscopied_right_value_is_not_another_pairs():
+    rows = [_row(0, False, 0, -1.0), _row(0, False, 1, -3.0), _row(1, False, 0, -3.0), _row(1, False, -1, -3.0)]
+    w = llm.wrong_answers(rows, n_pairs=2)
+    assert w["n_wrong"] == 4 and w["right_pair"] == 0.25 and w["from_context"] == 0.5
+    # among the two other pairs copied: one the next pair (+1), one the previous (-1)
+    assert w["first_pair"] == 0.25 and w["last_pair"] == 0.25 and w["neighbour"] == 1.0
+    assert w["next"] == w["later"] == 0.5
+
+
+def test_retrieval_params_key_the_answer_length_only_where_it_follows_the_values():
+    assert "answer_tokens" not in llm.retrieval_params(10, 12, 8, 0) and "answer_tokens" not in \
+        llm.retrieval_params(10, 12, 10, 0)                            # committed records keep their key
+    assert llm.retrieval_params(4, 2, 15, 0, 3)["answer_tokens"] == 15

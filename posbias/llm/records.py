@@ -9,7 +9,7 @@ from typing import Callable
 
 from ..recompute import recomputable
 from .loading import load_decoder, load_encoder, token_batch
-from .retrieval import evidence_positions, kv_example, kv_prompt, retrieval_rows
+from .retrieval import answer_tokens as tokens_for, evidence_positions, kv_example, kv_prompt, retrieval_rows
 from .sinks import rollout_survey, sink_survey
 from .streaming import stream_curves
 
@@ -97,26 +97,33 @@ def _recompute_streaming(params: dict) -> dict:
 def retrieval_params(n_pairs: int, trials: int, n_hex: int, seed: int, n_positions: int = 0) -> dict:
     """The ``lost-in-the-middle`` chapter's parameters as :func:`retrieval_chapter` takes them (and the
     store keys them): ``positions`` from :func:`evidence_positions` only when ``n_positions`` is not 0
-    (every position), so a record of every position keeps its key."""
+    (every position), so a record of every position keeps its key; ``answer_tokens``
+    (:func:`~posbias.llm.retrieval.answer_tokens`) only where it is not 10, the length every answer had
+    before it followed ``n_hex`` (records up to 10 characters keep their key; longer ones, whose answers
+    were cut short, get a new one)."""
     params = dict(n_pairs=n_pairs, trials=trials, n_hex=n_hex, seed=seed)
     if n_positions:
         params["positions"] = evidence_positions(n_pairs, n_positions)
+    if tokens_for(n_hex) != 10:
+        params["answer_tokens"] = tokens_for(n_hex)
     return params
 
 
 def retrieval_chapter(n_pairs: int, trials: int, n_hex: int, seed: int,
-                      positions: list[int] | None = None) -> dict:
+                      positions: list[int] | None = None, answer_tokens: int = 10) -> dict:
     """Every measurement of the ``lost-in-the-middle`` chapter (stored under that name).
 
     SmolLM2 on Liu et al.'s key-value task, the evidence at ``positions`` (0-based; None: every
-    position). Returns a dict: ``"rows"``, the dicts of :func:`retrieval_rows`; ``"prompt_tokens"``,
+    position), greedy answers of ``answer_tokens`` new tokens. Returns a dict: ``"rows"``, the dicts of
+    :func:`retrieval_rows`; ``"prompt_tokens"``,
     the token count of the prompt of ``kv_example(n_pairs, 0, seed, n_hex)`` (a typical length);
     ``"wall_s"`` (seconds) and ``"peak_rss_mb"`` (peak resident memory of the process, MB). Runs on
     the current torch threads (the chapter and the committed record: one).
     """
     def compute() -> dict:
         model, tok = load_decoder()
-        rows = retrieval_rows(model, tok, n_pairs, trials, n_hex=n_hex, seed=seed, positions=positions)
+        rows = retrieval_rows(model, tok, n_pairs, trials, n_hex=n_hex, seed=seed, positions=positions,
+                              max_new_tokens=answer_tokens)
         prompt = kv_prompt(kv_example(n_pairs, 0, seed, n_hex), tok)
         return {"rows": rows, "prompt_tokens": len(tok(prompt, add_special_tokens=False)["input_ids"])}
 

@@ -63,8 +63,17 @@ def kv_prompt(ex: KVExample, tokenizer=None) -> str:
 
 
 @torch.no_grad()
-def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int = 10) -> dict:
+def answer_tokens(n_hex: int) -> int:
+    """New tokens the greedy answer gets for values of ``n_hex`` characters: ``max(10, n_hex)``. Every
+    token holds at least one character, so the answer always reaches the value's length (a fixed 10
+    cut answers short for values longer than 10 characters, and none could be right)."""
+    return max(10, n_hex)
+
+
+def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int | None = None) -> dict:
     """Score one example: greedy answer, whether it is right, which pair it copied, log p(value).
+
+    The greedy answer is ``max_new_tokens`` tokens long, by default :func:`answer_tokens` of the value.
 
     Returns ``{"correct", "copied" (index of the pair whose value the answer starts with, -1 for
     none, -2 for a key copied instead of a value), "logp" (sum over the value's tokens, teacher
@@ -76,6 +85,8 @@ def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int = 10) -> dict:
     both = torch.cat([p_ids, v_ids], dim=1)
     logits = model(input_ids=both).logits[0, p_ids.shape[1] - 1:-1].float()
     logp = float(torch.log_softmax(logits, -1).gather(-1, v_ids[0, :, None]).sum())
+    if max_new_tokens is None:
+        max_new_tokens = answer_tokens(len(ex.value))
     gen = model.generate(p_ids, attention_mask=torch.ones_like(p_ids), max_new_tokens=max_new_tokens,
                          do_sample=False, pad_token_id=tokenizer.eos_token_id)
     answer = tokenizer.decode(gen[0, p_ids.shape[1]:], skip_special_tokens=True)
@@ -113,9 +124,10 @@ def evidence_positions(n_pairs: int, n_positions: int) -> list[int]:
 
 
 def retrieval_rows(model, tokenizer, n_pairs: int, trials: int, n_hex: int = 8, seed: int = 0,
-                   positions: list[int] | None = None) -> list[dict]:
+                   positions: list[int] | None = None, max_new_tokens: int | None = None) -> list[dict]:
     """Score ``trials`` random key-value prompts for every evidence position in ``positions``
-    (0-based indices of the queried pair; None: all of ``0..n_pairs-1``).
+    (0-based indices of the queried pair; None: all of ``0..n_pairs-1``), greedy answers of
+    ``max_new_tokens`` (:func:`retrieve`'s default when None).
 
     Prompt ``(g, r)`` is ``kv_example(n_pairs, g, seed * 1_000_003 + g * 1000 + r, n_hex)``.
     Returns ``len(positions) * trials`` rows in position-major order, each ``{"gold": g, "trial": r}``
@@ -125,5 +137,5 @@ def retrieval_rows(model, tokenizer, n_pairs: int, trials: int, n_hex: int = 8, 
     for g in (range(n_pairs) if positions is None else positions):
         for r in range(trials):
             ex = kv_example(n_pairs, g, seed=seed * 1_000_003 + g * 1000 + r, n_hex=n_hex)
-            rows.append({"gold": g, "trial": r, **retrieve(model, tokenizer, ex)})
+            rows.append({"gold": g, "trial": r, **retrieve(model, tokenizer, ex, max_new_tokens)})
     return rows
