@@ -175,9 +175,10 @@ def test_the_sink_threshold_constraint_is_the_uniform_share_of_token_one():
     with pytest.raises(ParamError, match="H_n / n"):
         ch.resolve("smoke", {"gu_n": "9"})
     assert ch.resolve("smoke", {"gu_n": "10"})["gu_n"] == 10
-    assert ch.resolve("smoke", {"gu_n": "64", "eps": f"{h(48) + 1e-6}"})["lengths"] == [48]   # 48 binds
+    over = {"gu_n": "64", "lengths": "48"}
+    assert ch.resolve("smoke", {**over, "eps": f"{h(48) + 1e-6}"})["lengths"] == [48]   # 48 binds
     with pytest.raises(ParamError, match="H_n / n"):
-        ch.resolve("smoke", {"gu_n": "64", "eps": f"{h(48) - 1e-6}"})
+        ch.resolve("smoke", {**over, "eps": f"{h(48) - 1e-6}"})
 
 
 def test_empty_items_duplicates_and_long_numbers_are_refused_in_a_few_words():
