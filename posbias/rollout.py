@@ -63,7 +63,8 @@ def stream_rollout(layers, cols: list[int] | None = None) -> tuple[torch.Tensor,
     return torch.stack(kept, dim=-3), p
 
 
-def row_powers(a: torch.Tensor, row: int, depths: list[int], log: bool = False) -> torch.Tensor:
+def row_powers(a: torch.Tensor, row: int, depths: list[int], log: bool = False,
+               held: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Row ``row`` of ``A^L`` for each ``L`` in ``depths`` (one fixed layer repeated), by vector products.
 
     ``a``: ``(n, n)``; returns ``(len(depths), n)``. Costs ``O(max(depths) n^2)`` instead of the
@@ -75,26 +76,52 @@ def row_powers(a: torch.Tensor, row: int, depths: list[int], log: bool = False) 
     ``e^{beta cos(k theta)}`` over hundreds of layers) or underflow it (``((1-gamma) W)^L``) is
     returned to rounding. Entries more than about ``e^{-708}`` below the row's largest are lost to
     float64's range (``-inf``, or subnormal and imprecise), and an entry near that edge lacks the share
-    of its neighbours lost beyond it (relative ``2e-10`` at ``e^{-698}`` after 1051 layers): compare
-    only entries within ``e^{-600}`` of the row's largest.
+    of its neighbours lost beyond it, and what is lost at one layer is missing from every entry it
+    feeds at the next: a shallow tail lost early corrupts entries far inside the range later.
+
+    With ``held=True`` (and ``log=True``) it also returns which entries float64 holds: a bound on
+    what underflow took from each entry, carried through the products alongside the row and scaled
+    with it (times ``2^1000``, so that the bound does not underflow with the entries it bounds).
+    Below float64's smallest normal number a value keeps an absolute precision of the smallest
+    subnormal, ``u = 2^-1074``: a product ``v_i a_ij`` that falls there loses at most ``u`` (and can
+    only fall there where ``v_i`` is below that number over the smallest positive ``a_ij``: each
+    entry's bound takes ``u`` for every such ``i``), and so does each addition and the division of
+    an entry that ends there; what an entry had lost is carried to the next layer through ``a`` like
+    the row. ``held`` ``(len(depths), n)`` is True where the bound is below ``1e-12`` of the entry
+    (never where it is 0); rounding in the normal range (about ``n 2^-53`` relative per layer,
+    random in sign) is not in the bound.
     """
     if not depths or min(depths) < 1:
         raise ValueError("depths must be a non-empty list of integers >= 1")
+    if held and not log:
+        raise ValueError("held=True needs log=True: the plain product keeps no bound")
     want = set(depths)
-    v = torch.zeros(a.shape[-1], dtype=a.dtype)
+    n = a.shape[-1]
+    v = torch.zeros(n, dtype=a.dtype)
     v[row] = 1.0
-    out, scales = {}, []
+    lost = torch.zeros(n, dtype=a.dtype)     # bound on what underflow took, in v's units times 2^1000
+    tiny, u = torch.finfo(a.dtype).tiny, math.ulp(0.0) * 2.0 ** 1000
+    amin = float(a[a > 0].min()) if held else 0.0
+    out, ok, scales = {}, {}, []
     for L in range(1, max(depths) + 1):
+        if held:      # products in the subnormals: only from v_i < tiny / (smallest positive a_ij)
+            sub = int((v < tiny / amin).sum())
         v = v @ a
         if log:
             top = v.max()
             if not bool(top > 0):
                 raise ValueError(f"row {row} of A^{L} has no positive entry: its log is undefined")
+            if held:
+                lost = (lost @ a + u * (sub + n * (v < tiny))) / top
             v = v / top
             scales.append(math.log(float(top)))
+            if held:
+                lost = lost + u * (v < tiny)
         if L in want:
             out[L] = torch.log(v) + math.fsum(scales) if log else v.clone()
-    return torch.stack([out[L] for L in depths])
+            ok[L] = lost < 1e-12 * 2.0 ** 1000 * v
+    rows = torch.stack([out[L] for L in depths])
+    return (rows, torch.stack([ok[L] for L in depths])) if held else rows
 
 
 def causal_bound_ratios(attn: torch.Tensor, p: torch.Tensor, logit_bound: float) -> dict[str, float]:

@@ -174,6 +174,32 @@ def test_row_powers_log_holds_a_row_that_underflows_float64():
     assert torch.allclose(logs, pmf, rtol=1e-13, atol=1e-10)
 
 
+def test_row_powers_held_marks_the_entries_underflow_left_exact():
+    """make fuzz (wu-thm-4-5, n_identity 553, m 0.1, L 1599): entries lost below float64's range at
+    early layers are missing from the entries they feed later, so entries within e^-600 of the row's
+    largest were off by up to e^144. The entries `held` marks match the negative binomial to 1e-10;
+    every entry is held in a shallow power; held needs log."""
+    import math
+
+    import pytest
+
+    from posbias import theory
+
+    n, m, depth = 553, 0.1, 1599
+    a = -math.expm1(-m) * theory.decay_weights(n, m)
+    logs, held = row_powers(a, n - 1, [1, depth], log=True, held=True)
+    k = torch.arange(n)
+    pmf = depth * math.log(-math.expm1(-m)) + theory.decay_profile_log(k, depth, m)
+    meas, ok = logs[1].flip(0), held[1].flip(0)
+    err = (meas - pmf).abs()
+    assert held[0].all() and 200 < int(ok.sum()) < n
+    assert float(err[ok].max()) < 1e-10
+    window = meas > meas.max() - 600                         # the rule it replaces
+    assert float(err[window].max()) > 100
+    with pytest.raises(ValueError, match="needs log=True"):
+        row_powers(a, n - 1, [1], held=True)
+
+
 def test_row_powers_log_refuses_a_row_with_no_positive_entry():
     import pytest
 
