@@ -489,6 +489,7 @@ def test_the_greedy_answer_is_long_enough_to_hold_the_value():
 
     class Fake:
         def __call__(self, input_ids):
+            assert not torch.is_grad_enabled()                # scoring builds no graph
             return type("Out", (), {"logits": torch.zeros(1, input_ids.shape[1], len(tok))})()
 
         def generate(self, p_ids, max_new_tokens, **kw):

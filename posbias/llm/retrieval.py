@@ -62,7 +62,6 @@ def kv_prompt(ex: KVExample, tokenizer=None) -> str:
     return user + "\n" + answer
 
 
-@torch.no_grad()
 def answer_tokens(n_hex: int) -> int:
     """New tokens the greedy answer gets for values of ``n_hex`` characters: ``max(10, n_hex)``. Every
     token holds at least one character, so the answer always reaches the value's length (a fixed 10
@@ -70,6 +69,7 @@ def answer_tokens(n_hex: int) -> int:
     return max(10, n_hex)
 
 
+@torch.no_grad()
 def retrieve(model, tokenizer, ex: KVExample, max_new_tokens: int | None = None) -> dict:
     """Score one example: greedy answer, whether it is right, which pair it copied, log p(value).
 
@@ -137,5 +137,5 @@ def retrieval_rows(model, tokenizer, n_pairs: int, trials: int, n_hex: int = 8, 
     for g in (range(n_pairs) if positions is None else positions):
         for r in range(trials):
             ex = kv_example(n_pairs, g, seed=seed * 1_000_003 + g * 1000 + r, n_hex=n_hex)
-            rows.append({"gold": g, "trial": r, **retrieve(model, tokenizer, ex, max_new_tokens)})
+            rows.append({"gold": g, "trial": r, **retrieve(model, tokenizer, ex, max_new_tokens=max_new_tokens)})
     return rows
