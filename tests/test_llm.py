@@ -477,7 +477,7 @@ def test_restore_below_needs_the_share_below_the_threshold_beyond_its_error():
     noise = rng.normal(0, 1, 100)
     for mean, sd, below in ((0.5, 0.1, True), (0.7, 1.0, False), (0.9, 0.1, False), (0.74, 0.01, True)):
         curves = _share_curves(mean + sd * noise, np.ones(100))
-        got = llm.restore_below(curves, [3], [0, 2], threshold=0.75)
+        got = llm.restore_below({3: llm.closed_share(curves, 3, [0, 2])}, threshold=0.75)
         assert (3 in got) is below, (mean, sd, got)
 
 

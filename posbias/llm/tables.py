@@ -154,17 +154,17 @@ def closed_share(curves: dict, w: int, sinks: list[int]) -> dict[str, float]:
     return {"share": share, "se": se, "dof": len(means) - 1}
 
 
-def restore_below(curves: dict, windows: list[int], sinks: list[int], threshold: float = 0.75,
+def restore_below(shares: dict[int, dict[str, float]], threshold: float = 0.75,
                   level: float = 0.05) -> dict[int, dict[str, float]]:
-    """The windows at which keeping ``max(sinks)`` sinks closes less than ``threshold`` of the window-only
-    cache's gap, beyond its uncertainty: :func:`closed_share` below ``threshold`` by more than Student's
-    t (``dof`` degrees of freedom, one-sided at ``level / 2``) standard errors. Returns
-    ``{w: closed_share(...) | {"t": t}}`` for those windows (empty when the claim stands at every window)."""
+    """The windows at which keeping the most sinks closes less than ``threshold`` of the window-only
+    cache's gap, beyond its uncertainty: ``shares`` maps each window to its :func:`closed_share`, and a
+    window is below where its share is below ``threshold`` by more than Student's t (``dof`` degrees of
+    freedom, one-sided at ``level / 2``) standard errors. Returns ``{w: share | {"t": t}}`` for those
+    windows (empty when the claim stands at every window)."""
     from scipy import stats
 
     out = {}
-    for w in windows:
-        c = closed_share(curves, w, sinks)
+    for w, c in shares.items():
         t = float(stats.t.ppf(1 - level / 2, c["dof"]))
         if c["share"] + t * c["se"] < threshold:
             out[w] = {**c, "t": t}
