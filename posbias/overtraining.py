@@ -142,9 +142,9 @@ def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: 
     verdicts after Holm (each column over the claims judged on its units) and their means at 100k, at
     the stop (``converged``, the primary verdict) and at each run's lowest training loss (``at best
     loss``, :func:`units_at_best`; :data:`CONVERGED_VIEWS`), and, on the converged networks, where they
-    stopped (the latest stop among the runs and how many reached the cap) and their final mean IC
-    accuracy. Claims whose configurations are not all converged read ``not yet``. Returns a
-    ``pandas.DataFrame``."""
+    stopped (the latest stop among the runs and how many reached the cap) and their mean IC accuracy
+    at the stop (``accuracy``) and in the secondary reading (``accuracy at best loss``). Claims whose
+    configurations are not all converged read ``not yet``. Returns a ``pandas.DataFrame``."""
     import pandas as pd
 
     entries = claims.register().select(campaign="wu-fig-2")
@@ -156,6 +156,9 @@ def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: 
     def mean(j):
         return "" if j.mean is None else f"{j.mean:+.3f} ± {j.se:.3f}"
 
+    def accuracy(runs):
+        return f"{np.mean([np.mean(list(u['ic_accuracy'].values())) for u in runs]):.3f}"
+
     rows = []
     for e, a, b, c in zip(entries, at_paper, at_conv, at_best):
         us = [u for cf in e.configs for u in (converged.get(cf) or []) if u is not None]
@@ -165,8 +168,8 @@ def converged_comparison(paper: Mapping[str, Sequence[dict | None]], converged: 
                      first: b.holm, f"mean {first}": mean(b), second: c.holm, f"mean {second}": mean(c),
                      "stopped by": f"{max(stops):,}" if stops else "",
                      "at the cap": sum(u["stop"]["reason"] == "cap" for u in us if "stop" in u) if done else "",
-                     "accuracy": "" if not done else
-                     f"{np.mean([np.mean(list(u['ic_accuracy'].values())) for u in us]):.3f}"})
+                     "accuracy": accuracy(us) if done else "",
+                     f"accuracy {second}": accuracy(read2(us)) if done else ""})
     return pd.DataFrame(rows)
 
 

@@ -128,6 +128,19 @@ def test_first_over_rest():
     assert llm.first_over_rest([0.1, 0.5]) == pytest.approx(0.2)
 
 
+@pytest.mark.parametrize("batch", [2, 4, 5, 6, 8])
+def test_far_above_is_decided_where_one_sequence_cannot_fail_it(batch):
+    """Typical sequences sink on token 1 in 60% of their (layer, head) pairs and nowhere else; one of
+    them also sinks on token 3 wherever it sinks on token 1. That one sequence takes the ratio to
+    ``batch``: it fails the check exactly where ``far_above_decided`` says the batch is too small."""
+    alpha = torch.zeros(batch, 5, 4, 8)
+    alpha[:, :3, :, 0] = 0.9                                   # 3 of 5 layers: a rate of 0.6 at token 1
+    alpha[0, :3, :, 2] = 0.9                                   # the one sequence with a second sink
+    ratio = llm.first_over_rest(llm.sink_rate(alpha))
+    assert ratio == pytest.approx(batch)
+    assert (ratio >= llm.FAR_ABOVE) == llm.far_above_decided(batch)
+
+
 def test_sink_metric_on_tiny_llama(two_layers):
     ids = torch.randint(3, 128, (2, 12), generator=torch.Generator().manual_seed(0))
     a = llm.attention_maps(two_layers, ids)
@@ -506,6 +519,7 @@ def test_a_miscopied_right_value_is_not_another_pairs():
     rows = [_row(0, False, 0, -1.0), _row(0, False, 1, -3.0), _row(1, False, 0, -3.0), _row(1, False, -1, -3.0)]
     w = llm.wrong_answers(rows, n_pairs=2)
     assert w["n_wrong"] == 4 and w["right_pair"] == 0.25 and w["from_context"] == 0.5
+    assert w["n_from_context"] == 2                                     # the count the test of a majority reads
     # among the two other pairs copied: one the next pair (+1), one the previous (-1)
     assert w["first_pair"] == 0.25 and w["last_pair"] == 0.25 and w["neighbour"] == 1.0
     assert w["next"] == w["later"] == 0.5

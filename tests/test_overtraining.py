@@ -204,9 +204,14 @@ def test_the_comparison_sets_the_verdict_at_the_best_loss_beside_the_stop():
     paper = {"No PE|2": [_unit(lambda s: 0.1, d) for d in SHIFTS], "decay|2": [_unit(lambda s: 0.0, d) for d in SHIFTS]}
     conv = {"No PE|2": [_fallen(0.1, -0.1, 50_000, d) for d in SHIFTS],
             "decay|2": [_unit(lambda s: 0.0, d) for d in SHIFTS]}
+    for u in conv["No PE|2"]:                                     # it also forgot what it had learned
+        u["curves"]["IC_first_middle"] = [0.9 if s <= 50_000 else 0.1 for s in u["curves"]["step"]]
+        u["ic_accuracy"]["IC_first_middle"] = 0.1
     cmp = ot.converged_comparison(paper, conv)
     row = cmp[cmp["claim"] == "fig2-decay-reduces-2"].iloc[0]
     assert row["100k"] == row["at best loss"] == "reproduced" and row["converged"] != "reproduced"
+    # over its ten runs: five at (5 x 0.5 + 0.1 or 0.9) / 6, five decay runs at 0.5
+    assert row["accuracy"] == "0.467" and row["accuracy at best loss"] == "0.533"
     assert row["mean at best loss"] == row["mean at 100k"] and row["mean converged"] != row["mean at 100k"]
     counts = ot.converged_counts(cmp)
     assert counts["differ_best"] >= 1 and counts["differ"] >= 1

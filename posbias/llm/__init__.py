@@ -20,8 +20,9 @@ from .loading import (SMOLLM2_FILE, load_decoder, load_encoder, package_dir, ref
                       token_batch)
 from .records import retrieval_chapter, retrieval_params, sink_chapter, streaming_chapter
 from .retrieval import KVExample, copied_pair, evidence_positions, kv_example, kv_prompt, retrieval_rows, retrieve
-from .sinks import (attention_maps, drop_position, first_over_rest, head_mean_rollout, rollout_survey, sink_alpha,
-                    sink_rate, sink_survey, uniform_causal, with_special)
+from .sinks import (FAR_ABOVE, attention_maps, drop_position, far_above_decided, first_over_rest,
+                    head_mean_rollout, rollout_survey, sink_alpha, sink_rate, sink_survey, uniform_causal,
+                    with_special)
 from .streaming import StreamingCache, full_nll, stream_curves, stream_nll
 from .tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, encoder_table, ends_minus_middle,
                      filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence, perplexity_after_eviction,
@@ -40,6 +41,8 @@ __all__ = [
     "sink_alpha",
     "sink_rate",
     "first_over_rest",
+    "FAR_ABOVE",
+    "far_above_decided",
     "head_mean_rollout",
     "drop_position",
     "uniform_causal",

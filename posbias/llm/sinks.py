@@ -11,8 +11,8 @@ import torch
 
 from .loading import token_batch
 
-__all__ = ["attention_maps", "sink_alpha", "sink_rate", "first_over_rest", "head_mean_rollout", "drop_position",
-           "uniform_causal", "with_special", "sink_survey", "rollout_survey"]
+__all__ = ["attention_maps", "sink_alpha", "sink_rate", "first_over_rest", "FAR_ABOVE", "far_above_decided",
+           "head_mean_rollout", "drop_position", "uniform_causal", "with_special", "sink_survey", "rollout_survey"]
 
 
 @torch.no_grad()
@@ -61,6 +61,22 @@ def first_over_rest(rate) -> float:
     if first == 0:
         return 0.0
     return math.inf if rest == 0 else first / rest
+
+
+FAR_ABOVE = 5
+"""Position 1's sink rate is "far above every other position" when :func:`first_over_rest` is at least this."""
+
+
+def far_above_decided(batch: int, factor: float = FAR_ABOVE) -> bool:
+    """Whether ``first_over_rest(rate) >= factor``, on a :func:`sink_rate` over ``batch`` sequences, is
+    decided by the text rather than by one sequence: ``batch >= factor``.
+
+    A single sequence whose token ``k`` is as strong a sink as token 1 (a delimiter, say) adds its
+    rate of token 1 divided by ``batch`` to ``rate(k)``; in a typical sequence that alone takes the ratio
+    down to about ``batch``. Below ``factor`` sequences, one such sequence fails the check; from
+    ``factor`` on it cannot alone. The rule reads the batch size only, never the rates.
+    """
+    return batch >= factor
 
 
 # ---------------------------------------------------------------------------------------------

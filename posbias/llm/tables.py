@@ -261,11 +261,11 @@ def ends_minus_middle(table: dict[str, np.ndarray], field: str = "accuracy", z: 
 def wrong_answers(rows: list[dict], n_pairs: int) -> dict[str, float]:
     """What the wrong answers of stored :func:`retrieval_rows` copied, as shares of the wrong answers.
 
-    ``n_wrong``; ``from_context`` (another pair's value), ``right_pair`` (the right value, miscopied
-    after its first characters), ``key``, ``none``; among the other pairs' values copied: ``neighbour``
-    (a pair next to the right one), ``later`` (a pair after it), ``next`` (the very next pair); and
-    ``first_pair``, ``last_pair``: the first or last pair's value when it is not the right one. NaN
-    where nothing counts.
+    ``n_wrong`` and ``n_from_context`` (counts); ``from_context`` (another pair's value), ``right_pair``
+    (the right value, miscopied after its first characters), ``key``, ``none``; among the other pairs'
+    values copied: ``neighbour`` (a pair next to the right one), ``later`` (a pair after it), ``next``
+    (the very next pair); and ``first_pair``, ``last_pair``: the first or last pair's value when it is
+    not the right one. NaN where nothing counts.
     """
     wrong = [r for r in rows if not r["correct"]]
     c = np.array([r["copied"] for r in wrong])
@@ -273,7 +273,8 @@ def wrong_answers(rows: list[dict], n_pairs: int) -> dict[str, float]:
     other = (c >= 0) & (c != gold)
     offs = (c - gold)[other]
     share = lambda x: float(np.mean(x)) if len(x) else float("nan")  # noqa: E731
-    return {"n_wrong": len(wrong), "from_context": share(other), "right_pair": share((c >= 0) & (c == gold)),
+    return {"n_wrong": len(wrong), "n_from_context": int(other.sum()), "from_context": share(other),
+            "right_pair": share((c >= 0) & (c == gold)),
             "key": share(c == -2), "none": share(c == -1),
             "neighbour": share(np.abs(offs) == 1), "later": share(offs > 0), "next": share(offs == 1),
             "first_pair": share(other & (c == 0)), "last_pair": share(other & (c == n_pairs - 1))}
