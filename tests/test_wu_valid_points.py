@@ -64,7 +64,7 @@ RUNS += [   # wu-thm-4-5 and wu-thm-4-7: each crashed or failed a check, and now
     ("wu-thm-4-5", {"depth_grid": [1, 334, 63, 3, 480, 594], "d": 2}),
     ("wu-thm-4-5", {"band_depth": 7, "n_band": 84, "m_grid": [0.1627, 0.3053, 4.8904, 0.0558], "samples": 5,
                     "depth_grid": [1, 160, 500], "seed": 19651}),
-    # compared at e^{-698} below the row's largest, at float64's edge: 2e-10 off (now within e^{-600})
+    # compared at e^{-698} below the row's largest, at float64's edge: 2e-10 off (now on the entries row_powers holds)
     ("wu-thm-4-5", {"m_grid": [2.1922296171808675, 0.18749276629926132], "depth_grid": [3, 1051],
                     "n_identity": 804, "gamma": 0.999}),
     ("wu-thm-4-5", {"seed": 1820, "d": 120, "depth_grid": [61]}),          # the figure: no depth <= 32
