@@ -529,3 +529,34 @@ def test_retrieval_params_key_the_answer_length_only_where_it_follows_the_values
     assert "answer_tokens" not in llm.retrieval_params(10, 12, 8, 0) and "answer_tokens" not in \
         llm.retrieval_params(10, 12, 10, 0)                            # committed records keep their key
     assert llm.retrieval_params(4, 2, 15, 0, 3)["answer_tokens"] == 15
+
+
+def test_retrieval_tests_decide_only_on_samples_that_can():
+    """6 prompts cannot tell chance 1/4 from 0.625 (12 needed): not decided even at 6 of 6 right; 12
+    can. Of 30 wrong answers (29 needed), 22 copying another pair is a majority (p = 0.008), 20 is not
+    (p = 0.049 > 0.025)."""
+    def rows(n_right, n, copied_other, n_pairs=4):
+        out = [_row(0, True, 0, -1.0) for _ in range(n_right)]
+        out += [_row(0, False, 1 if i < copied_other else -1, -3.0) for i in range(n - n_right)]
+        return out
+
+    t = llm.retrieval_tests(rows(6, 6, 0), 4)
+    assert not t["above_chance"]["decided"] and not t["above_chance"]["passed"]
+    t = llm.retrieval_tests(rows(7, 12, 5), 4)
+    assert t["above_chance"]["decided"] and t["above_chance"]["passed"]     # P(X >= 7 | 12, 1/4) = 0.014
+    assert not t["copies_most"]["decided"]                                  # 5 wrong answers
+    assert llm.retrieval_tests(rows(0, 30, 22), 4)["copies_most"]["passed"]
+    assert not llm.retrieval_tests(rows(0, 30, 20), 4)["copies_most"]["passed"]
+
+
+@pytest.mark.parametrize("profile", ["default", "paper"])
+def test_the_committed_records_decide_and_pass_the_count_checks(profile):
+    """The default and paper records in data/ are large enough to decide both claims, and support them."""
+    from posbias import chapters, store
+
+    p = chapters.get_chapter("lost-in-the-middle").resolve(profile)
+    keys = ("n_pairs", "trials", "n_hex", "seed", "n_positions")
+    stored = store.lookup("lost-in-the-middle", llm.retrieval_params(**{k: p[k] for k in keys}))
+    assert stored is not None, "the committed record is missing from data/"
+    for name, t in llm.retrieval_tests(stored["rows"], p["n_pairs"]).items():
+        assert t["decided"] and t["passed"], (name, t)

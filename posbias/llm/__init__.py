@@ -26,8 +26,9 @@ from .sinks import (FAR_ABOVE, attention_maps, drop_position, far_above_decided,
 from .streaming import StreamingCache, full_nll, stream_curves, stream_nll
 from .tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, encoder_table, ends_minus_middle,
                      filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence, perplexity_after_eviction,
-                     position_ranking, restore_below, retrieval_table, rollout_reach, sink_position_table,
-                     streaming_sentence, streaming_summary, streaming_table, uniform_alpha_first, wrong_answers)
+                     position_ranking, restore_below, retrieval_table, retrieval_tests, rollout_reach,
+                     sink_position_table, streaming_sentence, streaming_summary, streaming_table, uniform_alpha_first,
+                     wrong_answers)
 
 __all__ = [
     "SMOLLM2_FILE",
@@ -81,6 +82,7 @@ __all__ = [
     "kv_bytes_per_token",
     "filled_cache_size",
     "retrieval_table",
+    "retrieval_tests",
     "ends_minus_middle",
     "wrong_answers",
     "copy_confusion",
