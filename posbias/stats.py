@@ -1,13 +1,11 @@
 """The statistics of the verdicts: a mean over runs with its standard error, Student's t, Holm's
-correction over a family of claims, and the exact test of a rate on a sample of a stated size. Pure
-functions of numbers; no networks, no claims."""
+correction over a family of claims, and the exact test of a rate. Pure functions of numbers; no
+networks, no claims."""
 from __future__ import annotations
-
-import math
 
 import torch
 
-__all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm", "sample_size", "rate_above"]
+__all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm", "rate_verdict"]
 
 
 def seed_mean_se(values, n_test: int) -> tuple[float, float]:
@@ -86,41 +84,24 @@ def holm(pvalues: list[float], level: float = 0.05) -> list[bool]:
     return out
 
 
-def sample_size(p0: float, p1: float, level: float = 0.05, power: float = 0.8) -> int:
-    """Independent trials a one-sided test of "the rate exceeds ``p0``", at ``level / 2``, needs to
-    reject with probability ``power`` when the rate is ``p1`` (``0 <= p0 < p1 <= 1``): the normal
-    approximation ``ceil(((z_a sqrt(p0 q0) + z_b sqrt(p1 q1)) / (p1 - p0))^2)``. 12 for 0.25 against
-    0.625; 29 for 1/2 against 3/4. The exact test's power swings around ``power`` as the sample grows
-    by one (its critical count is an integer): it is about ``power``, not at least it."""
-    from scipy import stats
 
-    if not 0 <= p0 < p1 <= 1:
-        raise ValueError(f"need 0 <= p0 < p1 <= 1, got p0 = {p0}, p1 = {p1}")
-    za, zb = stats.norm.ppf(1 - level / 2), stats.norm.ppf(power)
-    return math.ceil(((za * math.sqrt(p0 * (1 - p0)) + zb * math.sqrt(p1 * (1 - p1))) / (p1 - p0)) ** 2)
+def rate_verdict(successes: int, n: int, p0: float, level: float = 0.05) -> dict:
+    """A claim "the rate exceeds ``p0``" judged on ``successes`` of ``n`` independent trials, in the
+    register's words: ``reproduced`` where the exact binomial test puts the rate above ``p0``
+    (``P(X >= successes) <= level / 2`` for ``X ~ Binomial(n, p0)``), ``contradicted`` where it puts
+    it below (``P(X <= successes) <= level / 2``), ``inconclusive`` otherwise (a sample too small or a
+    rate too close to ``p0`` to tell). A check on it passes where reproduced, fails where contradicted
+    and is skipped, with the counts, where inconclusive: a small sample does not fail a claim on noise
+    (at most ``level / 2`` of samples are contradicted where the rate is ``p0`` or more).
 
-
-def rate_above(successes: int, n: int, p0: float, p1: float | None = None, level: float = 0.05,
-               power: float = 0.8) -> dict:
-    """Does a rate exceed ``p0``, judged on ``successes`` of ``n`` independent trials?
-
-    The exact binomial test, one-sided at ``level / 2`` (the one side of the register's two-sided
-    ``level``): ``p_value`` is ``P(X >= successes)`` for ``X ~ Binomial(n, p0)``. The sample decides
-    only when ``n >= sample_size(p0, p1, level, power)``, with the alternative ``p1`` halfway from
-    ``p0`` to 1 unless given (a rate that does half of what it could beyond ``p0``). Whether it decides
-    depends on ``n`` and the rule, never on ``successes``: a sample too small to tell ``p1`` from
-    ``p0`` is not judged, rather than failed (or passed) on noise.
-
-    Returns ``{"rate", "p_value", "n", "n_needed", "decided", "passed"}``; ``passed`` is
-    ``p_value <= level / 2`` where decided, ``False`` where not.
+    Returns ``{"rate", "p_above", "p_below", "n", "verdict"}``.
     """
     from scipy import stats
 
     if not 0 <= successes <= n:
         raise ValueError(f"need 0 <= successes <= n, got {successes} of {n}")
-    p1 = (1 + p0) / 2 if p1 is None else p1
-    needed = sample_size(p0, p1, level, power)
-    pv = float(stats.binom.sf(successes - 1, n, p0)) if n else 1.0
-    decided = n >= needed
-    return {"rate": successes / n if n else float("nan"), "p_value": pv, "n": n, "n_needed": needed,
-            "decided": decided, "passed": decided and pv <= level / 2}
+    above = float(stats.binom.sf(successes - 1, n, p0)) if n else 1.0
+    below = float(stats.binom.cdf(successes, n, p0)) if n else 1.0
+    verdict = "reproduced" if above <= level / 2 else "contradicted" if below <= level / 2 else "inconclusive"
+    return {"rate": successes / n if n else float("nan"), "p_above": above, "p_below": below, "n": n,
+            "verdict": verdict}

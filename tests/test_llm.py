@@ -531,27 +531,30 @@ def test_retrieval_params_key_the_answer_length_only_where_it_follows_the_values
     assert llm.retrieval_params(4, 2, 15, 0, 3)["answer_tokens"] == 15
 
 
-def test_retrieval_tests_decide_only_on_samples_that_can():
-    """6 prompts cannot tell chance 1/4 from 0.625 (12 needed): not decided even at 6 of 6 right; 12
-    can. Of 30 wrong answers (29 needed), 22 copying another pair is a majority (p = 0.008), 20 is not
-    (p = 0.049 > 0.025)."""
-    def rows(n_right, n, copied_other, n_pairs=4):
+def test_retrieval_tests_judge_both_ways():
+    """Against chance 1/4: 6 of 6 right is shown above it, 4 of 6 cannot be told from it, 0 of 13 is
+    below it. Of 30 wrong answers, 21 copying another pair is a majority (P = 0.021), 20 cannot be told
+    from a half (0.049), 9 is a minority."""
+    def rows(n_right, n, copied_other):
         out = [_row(0, True, 0, -1.0) for _ in range(n_right)]
         out += [_row(0, False, 1 if i < copied_other else -1, -3.0) for i in range(n - n_right)]
         return out
 
-    t = llm.retrieval_tests(rows(6, 6, 0), 4)
-    assert not t["above_chance"]["decided"] and not t["above_chance"]["passed"]
-    t = llm.retrieval_tests(rows(7, 12, 5), 4)
-    assert t["above_chance"]["decided"] and t["above_chance"]["passed"]     # P(X >= 7 | 12, 1/4) = 0.014
-    assert not t["copies_most"]["decided"]                                  # 5 wrong answers
-    assert llm.retrieval_tests(rows(0, 30, 22), 4)["copies_most"]["passed"]
-    assert not llm.retrieval_tests(rows(0, 30, 20), 4)["copies_most"]["passed"]
+    def verdicts(*a):
+        return {k: t["verdict"] for k, t in llm.retrieval_tests(rows(*a), 4).items()}
+
+    assert verdicts(6, 6, 0)["above_chance"] == "reproduced"
+    assert verdicts(4, 6, 2) == {"above_chance": "inconclusive", "copies_most": "inconclusive"}
+    assert verdicts(0, 13, 13) == {"above_chance": "contradicted", "copies_most": "reproduced"}
+    assert verdicts(0, 30, 21)["copies_most"] == "reproduced"
+    assert verdicts(0, 30, 20)["copies_most"] == "inconclusive"
+    assert verdicts(0, 30, 9)["copies_most"] == "contradicted"
 
 
 @pytest.mark.parametrize("profile", ["default", "paper"])
 def test_the_committed_records_decide_and_pass_the_count_checks(profile):
-    """The default and paper records in data/ are large enough to decide both claims, and support them."""
+    """The default and paper records in data/ reproduce both claims: CI judges them on the committed
+    records, though its smoke sample is too small to."""
     from posbias import chapters, store
 
     p = chapters.get_chapter("lost-in-the-middle").resolve(profile)
@@ -559,4 +562,4 @@ def test_the_committed_records_decide_and_pass_the_count_checks(profile):
     stored = store.lookup("lost-in-the-middle", llm.retrieval_params(**{k: p[k] for k in keys}))
     assert stored is not None, "the committed record is missing from data/"
     for name, t in llm.retrieval_tests(stored["rows"], p["n_pairs"]).items():
-        assert t["decided"] and t["passed"], (name, t)
+        assert t["verdict"] == "reproduced", (name, t)

@@ -38,49 +38,39 @@ def test_holm_steps_down_and_stops_at_the_first_failure():
     assert holm([0.03, 0.03]) == [False, False] and holm([0.03]) == [True]   # one test: the level itself
 
 
-def test_sample_size_is_the_textbook_formula():
-    from posbias.stats import sample_size
-    # (1.95996 sqrt(3/16) + 0.84162 sqrt(15/64)) / 0.375 = 3.3505, squared 11.23 -> 12
-    assert sample_size(0.25, 0.625) == 12
-    assert sample_size(0.5, 0.75) == 29                     # (0.97998 + 0.36445) / 0.25 = 5.378 -> 28.9
-    assert sample_size(0.1, 0.2) == 86                      # (0.58799 + 0.33665) / 0.1 = 9.246 -> 85.5
-    with pytest.raises(ValueError, match="p0 < p1"):
-        sample_size(0.5, 0.5)
 
-
-def test_rate_above_is_the_exact_one_sided_test():
+def test_rate_verdict_is_the_exact_test_both_ways():
     from math import comb
 
-    from posbias.stats import rate_above
-    r = rate_above(5, 6, 0.25, p1=0.5)
-    by_hand = sum(comb(6, k) * 0.25 ** k * 0.75 ** (6 - k) for k in (5, 6))   # P(X >= 5) = 0.00464
-    assert abs(r["p_value"] - by_hand) < 1e-12 and r["rate"] == 5 / 6
-    # 4 of 6: P(X >= 4) = 0.0376 > 0.025 (a two-sided 5% would not reject either; one-sided 5% would)
-    assert abs(rate_above(4, 6, 0.25)["p_value"] - 0.03760) < 1e-4
-    # decided from n and the rule alone: 12 trials against 0.25 (alternative 0.625) decide, 11 do not,
-    # whatever the successes
-    assert all(rate_above(k, 12, 0.25)["decided"] for k in range(13))
-    assert not any(rate_above(k, 11, 0.25)["decided"] for k in range(12))
-    assert not rate_above(11, 11, 0.25)["passed"]           # significant, but the sample was too small
-    # a nearer alternative needs more: 20 trials decide against 0.625, not against 0.5 (30)
-    assert rate_above(10, 20, 0.25)["decided"] and not rate_above(10, 20, 0.25, p1=0.5)["decided"]
-    assert rate_above(7, 12, 0.25)["passed"] and not rate_above(6, 12, 0.25)["passed"]
+    from posbias.stats import rate_verdict
+
+    def tail(ks, n, p):
+        return sum(comb(n, k) * p ** k * (1 - p) ** (n - k) for k in ks)
+
+    r = rate_verdict(5, 6, 0.25)
+    assert abs(r["p_above"] - tail((5, 6), 6, 0.25)) < 1e-12 and r["verdict"] == "reproduced"   # 0.0046
+    assert abs(r["p_below"] - tail(range(6), 6, 0.25)) < 1e-12 and r["rate"] == 5 / 6
+    # 4 of 6: P(X >= 4) = 0.0376, above 0.025 (one-sided 5% would call it reproduced)
+    assert rate_verdict(4, 6, 0.25)["verdict"] == "inconclusive"
+    # 0 of 6 against 1/4: P(X <= 0) = 0.178, too few to contradict; 0 of 13: 0.0238
+    assert rate_verdict(0, 6, 0.25)["verdict"] == "inconclusive"
+    assert rate_verdict(0, 12, 0.25)["verdict"] == "inconclusive"      # 0.0317
+    assert rate_verdict(0, 13, 0.25)["verdict"] == "contradicted"
+    # a majority: 21 of 30 (P(X >= 21) = 0.021) is shown, 20 (0.049) is not; 9 of 30 is a minority (0.021)
+    assert rate_verdict(21, 30, 0.5)["verdict"] == "reproduced"
+    assert rate_verdict(20, 30, 0.5)["verdict"] == "inconclusive"
+    assert rate_verdict(9, 30, 0.5)["verdict"] == "contradicted"
+    assert rate_verdict(0, 0, 0.5)["verdict"] == "inconclusive"
     with pytest.raises(ValueError, match="successes"):
-        rate_above(7, 6, 0.25)
+        rate_verdict(7, 6, 0.25)
 
 
-def test_rate_above_holds_its_level_and_power():
-    """Simulated: under the null rate the test passes at most level / 2 of the time (the exact test
-    is conservative); at the alternative and a sample of ``n_needed`` it passes about ``power`` of
-    the time (exact: 0.73 at 12 trials against 0.25, 0.71 at 29 against 1/2: its critical count is an
-    integer)."""
+def test_rate_verdict_contradicts_a_true_claim_rarely():
+    """Simulated at the null rate and above it: contradicted at most level / 2 of the time, at any size."""
     import numpy as np
 
-    from posbias.stats import rate_above
+    from posbias.stats import rate_verdict
     rng = np.random.default_rng(0)
-    for p0, n in ((0.25, 12), (0.5, 29), (0.1, 40)):
-        p1 = (1 + p0) / 2
-        null = np.mean([rate_above(int(k), n, p0)["passed"] for k in rng.binomial(n, p0, 4000)])
-        alt = np.mean([rate_above(int(k), n, p0)["passed"] for k in rng.binomial(n, p1, 4000)])
-        assert null <= 0.025 + 3 * (0.025 * 0.975 / 4000) ** 0.5, (p0, null)
-        assert alt >= 0.65, (p0, alt)
+    for p0, p, n in ((0.25, 0.25, 12), (0.25, 0.31, 120), (0.5, 0.5, 29), (1 / 12, 0.2, 10)):
+        v = [rate_verdict(int(k), n, p0)["verdict"] for k in rng.binomial(n, p, 4000)]
+        assert np.mean([x == "contradicted" for x in v]) <= 0.025 + 3 * (0.025 * 0.975 / 4000) ** 0.5

@@ -282,14 +282,14 @@ def wrong_answers(rows: list[dict], n_pairs: int) -> dict[str, float]:
 
 def retrieval_tests(rows: list[dict], n_pairs: int) -> dict[str, dict]:
     """The chapter's two claims on counts of stored :func:`retrieval_rows`, each a
-    :func:`posbias.stats.rate_above`: ``above_chance``, the right answers against a uniform guess among
-    the ``n_pairs`` values (null ``1 / n_pairs``), and ``copies_most``, the wrong answers that copy
-    another pair's value against a half (null 1/2). Each is decided only on a sample that can decide it."""
-    from posbias.stats import rate_above
+    :func:`posbias.stats.rate_verdict` (reproduced, contradicted or inconclusive): ``above_chance``, the
+    right answers against a uniform guess among the ``n_pairs`` values (``1 / n_pairs``), and
+    ``copies_most``, the wrong answers that copy another pair's value against a half."""
+    from posbias.stats import rate_verdict
 
     wrong = wrong_answers(rows, n_pairs)
-    return {"above_chance": rate_above(sum(bool(r["correct"]) for r in rows), len(rows), p0=1 / n_pairs),
-            "copies_most": rate_above(wrong["n_from_context"], wrong["n_wrong"], p0=0.5)}
+    return {"above_chance": rate_verdict(sum(bool(r["correct"]) for r in rows), len(rows), 1 / n_pairs),
+            "copies_most": rate_verdict(wrong["n_from_context"], wrong["n_wrong"], 0.5)}
 
 
 def copy_confusion(rows: list[dict], n_pairs: int) -> np.ndarray:
