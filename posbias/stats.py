@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm", "rate_verdict"]
+__all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm", "rate_verdict", "within_bound"]
 
 
 def seed_mean_se(values, n_test: int) -> tuple[float, float]:
@@ -105,3 +105,25 @@ def rate_verdict(successes: int, n: int, p0: float, level: float = 0.05) -> dict
     verdict = "reproduced" if above <= level / 2 else "contradicted" if below <= level / 2 else "inconclusive"
     return {"rate": successes / n if n else float("nan"), "p_above": above, "p_below": below, "n": n,
             "verdict": verdict}
+
+
+def within_bound(value: float, se: float, bound: float, family: int = 1, level: float = 0.05) -> dict:
+    """A claim "``|value|`` is at most ``bound``" judged on an estimate with standard error ``se``, in
+    the register's words: ``reproduced`` where ``|value| + z se <= bound`` (the whole interval lies
+    within the bound), ``contradicted`` where ``|value| - z se > bound`` (it lies beyond), otherwise
+    ``inconclusive`` (the estimate is too noisy, or too near the bound, to tell). ``z`` is the normal
+    quantile at ``level / 2`` one-sided, Bonferroni-corrected over the ``family`` of estimates the
+    claim is judged on together (1.96 for one, 2.24 for two, 2.39 for three at 5%).
+
+    Returns ``{"value", "se", "bound", "z", "verdict"}``.
+    """
+    from scipy import stats
+
+    if not (se >= 0 and bound >= 0 and family >= 1):
+        raise ValueError(f"need se >= 0, bound >= 0 and family >= 1, got se={se}, bound={bound}, "
+                         f"family={family}")
+    z = float(stats.norm.ppf(1 - level / (2 * family)))
+    size = abs(value)
+    verdict = ("reproduced" if size + z * se <= bound else "contradicted" if size - z * se > bound
+               else "inconclusive")
+    return {"value": float(value), "se": float(se), "bound": float(bound), "z": z, "verdict": verdict}

@@ -417,6 +417,10 @@ def _layernorm_forced(orig):
     return lambda x, depth, **kw: orig(x, depth, **{**kw, "layernorm": True})
 
 
+def _decay_forced(orig):
+    return lambda x, depth, **kw: orig(x, depth, **{**kw, "decay": kw.get("decay") or 0.5})
+
+
 def _residual_dropped(orig):
     return lambda x, depth, **kw: orig(x, depth, **{**kw, "residual": False})
 
@@ -538,6 +542,8 @@ MUTANTS: list[Mutant] = [
            _mean_field_no_update, ("kim-prop-1",)),
     Mutant("layernorm-forced", f"{L}.stack_forward", "the stack normalises even when asked not to "
            "(layernorm=False ignored)", _layernorm_forced, ("kim-prop-1", "kim-beyond-rope"), fresh=True),
+    Mutant("decay-forced", f"{L}.stack_forward", "the stack adds the recency bias -0.5 (i - j) to every layer's "
+           "scores when asked for none", _decay_forced, ("kim-prop-1",), fresh=True),
     # kim-prop-2
     Mutant("residual-sigma-one", f"{L}.layer2_scores", "residual sigma 1 instead of 1/sqrt(d (1 - alpha))",
            _residual_sigma1, ("kim-prop-2",)),

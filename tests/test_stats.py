@@ -74,3 +74,35 @@ def test_rate_verdict_contradicts_a_true_claim_rarely():
     for p0, p, n in ((0.25, 0.25, 12), (0.25, 0.31, 120), (0.5, 0.5, 29), (1 / 12, 0.2, 10)):
         v = [rate_verdict(int(k), n, p0)["verdict"] for k in rng.binomial(n, p, 4000)]
         assert np.mean([x == "contradicted" for x in v]) <= 0.025 + 3 * (0.025 * 0.975 / 4000) ** 0.5
+
+
+def test_within_bound_decides_on_the_interval_both_ways():
+    from posbias.stats import within_bound
+
+    # z = 1.960 for one estimate, 2.241 for two (Bonferroni): 1 - 0.025 / 2 = 0.9875
+    assert abs(within_bound(0.0, 1.0, 5.0)["z"] - 1.959964) < 1e-5
+    assert abs(within_bound(0.0, 1.0, 5.0, family=2)["z"] - 2.241403) < 1e-5
+    # |value| + z se <= bound: within; the sign of the value does not matter
+    assert within_bound(-1.0, 1.0, 2.97)["verdict"] == "reproduced"          # 2.960 <= 2.97
+    assert within_bound(-1.0, 1.0, 2.95)["verdict"] == "inconclusive"        # 2.960 > 2.95
+    assert within_bound(1.0, 1.0, 2.95, family=2)["verdict"] == "inconclusive"
+    # |value| - z se > bound: beyond
+    assert within_bound(5.0, 1.0, 3.03)["verdict"] == "contradicted"         # 3.040 > 3.03
+    assert within_bound(-5.0, 1.0, 3.05)["verdict"] == "inconclusive"        # 3.040 <= 3.05
+    # a noisy estimate decides neither way; an exact one decides at the bound
+    assert within_bound(1e-6, 1e-5, 1e-5)["verdict"] == "inconclusive"
+    assert within_bound(1.0, 0.0, 1.0)["verdict"] == "reproduced"
+    assert within_bound(1.0 + 1e-12, 0.0, 1.0)["verdict"] == "contradicted"
+    with pytest.raises(ValueError, match="se >= 0"):
+        within_bound(0.0, -1.0, 1.0)
+
+
+def test_within_bound_contradicts_a_true_claim_rarely():
+    """Estimates drawn at the bound and inside it: contradicted at most level / 2 of the time."""
+    import numpy as np
+
+    from posbias.stats import within_bound
+    rng = np.random.default_rng(1)
+    for true, se, bound in ((1.0, 0.5, 1.0), (-1.0, 0.1, 1.0), (0.0, 2.0, 1.0)):
+        v = [within_bound(x, se, bound)["verdict"] for x in rng.normal(true, se, 4000)]
+        assert np.mean([x == "contradicted" for x in v]) <= 0.025 + 3 * (0.025 * 0.975 / 4000) ** 0.5
