@@ -93,7 +93,9 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
     if teeth:
         detail += ["A theory chapter's checks are tried against the curated wrong versions of the library in "
                    "`tests/mutants.py` (`book/teeth.json`, kept up to date by `tests/test_mutations.py`): each "
-                   "check says how many of its chapter's mutants it kills; one that kills none is *descriptive*.",
+                   "check says how many of its chapter's mutants it kills (at the chapter's own seed and at two "
+                   "others alike: a failure on one seed's noise is not a kill); one that kills none is "
+                   "*descriptive*.",
                    ""]
     for cid, res in results.items():
         if res is None:

@@ -349,9 +349,11 @@ def calibration_fix() -> str:
 
 def slope_resolvable(pred: float, se: float, n: int, d: int, alpha: float, n_se: float = 5.0) -> bool:
     """Whether the closed form says a layer-2 slope clears ``n_se`` standard errors even at the low edge of
-    its tolerance, ``pred (1 - next_order_tol(d)) >= n_se se``, where the tolerance holds
-    (:func:`closed_form_outside`). A check that demands ``z >= 3`` there has two SE of margin."""
-    return not closed_form_outside(n, d, alpha) and pred * (1.0 - next_order_tol(d)) >= n_se * se
+    its tolerance, ``|pred| (1 - next_order_tol(d)) >= n_se se``, where the tolerance holds
+    (:func:`closed_form_outside`). A check that demands ``z >= 3`` there has two SE of margin. The size,
+    not the sign: the theorems claim recency, so a closed form that predicts a large negative slope
+    contradicts them and must reach the direction checks, not excuse them."""
+    return not closed_form_outside(n, d, alpha) and abs(pred) * (1.0 - next_order_tol(d)) >= n_se * se
 
 
 def layer1_var_second_order(d: int, alpha: float) -> float:

@@ -1,7 +1,8 @@
 """The curated mutants: wrong versions of the science library that a theory chapter must catch.
 
 Each entry replaces one function (``target``) for the smoke execution of the chapters listed; the
-chapter must then end with at least one failed check (``tests/test_mutations.py``). The first of each
+chapter must then end with at least one failed check (``tests/test_mutations.py``), the same check at the
+chapter's own seed and at two others. The first of each
 chapter's group are the twelve changes of issue 46; the rest are off-by-one masks, sign flips, dropped
 normalisations, swapped layer orders, wrong constants and mechanisms switched off (the rollout's product,
 LayerNorm, the residual, the inputs' shared component). ``book/teeth.json`` records which check
@@ -421,6 +422,10 @@ def _decay_forced(orig):
     return lambda x, depth, **kw: orig(x, depth, **{**kw, "decay": kw.get("decay") or 0.5})
 
 
+def _slope_reversed(orig):
+    return lambda n: -orig(n)
+
+
 def _residual_dropped(orig):
     return lambda x, depth, **kw: orig(x, depth, **{**kw, "residual": False})
 
@@ -529,6 +534,9 @@ MUTANTS: list[Mutant] = [
            _layer2_transposed, ("kim-thm-1",)),
     Mutant("thm1-lognormal-var0", f"{L}.layer1_offdiag_moments", "log-normal variance set to 0",
            _lognormal_var0, ("kim-thm-1",)),
+    Mutant("slope-reversed", "posbias.lntheory.slope_contrast", "within-row slope taken against the reversed key "
+           "order (its sign flipped), in the simulations and the closed forms alike", _slope_reversed,
+           ("kim-thm-1", "kim-prop-1", "kim-prop-3"), fresh=True),
     Mutant("layernorm-identity", f"{L}.layer_norm", "LayerNorm that returns its input", _layernorm_identity,
            ("kim-thm-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2"), fresh=True),
     Mutant("layernorm-token-axis", f"{L}.layer_norm", "LayerNorm over the token axis instead of the features",

@@ -64,7 +64,8 @@ def test_slope_resolvable_needs_the_low_edge_of_the_tolerance():
     assert slope_resolvable(1.0, 0.12, 10, 16, 0.4)          # 0.625 >= 5 x 0.12 = 0.6
     assert not slope_resolvable(1.0, 0.13, 10, 16, 0.4)      # 0.625 < 0.65, though 1 >= 5 SE
     assert not slope_resolvable(1.0, 0.01, 10, 14, 0.4)      # where the tolerance was not measured
-    assert not slope_resolvable(-1.0, 0.01, 10, 16, 0.4)
+    assert slope_resolvable(-1.0, 0.12, 10, 16, 0.4)         # the size decides: a negative one is checked
+    assert not slope_resolvable(-1.0, 0.13, 10, 16, 0.4)
 
 
 def test_layer1_moments_check_passes_the_simulation_and_fails_wrong_moments(monkeypatch):

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mutants import MUTANTS  # noqa: E402
 
+from posbias.chapters import get_chapter  # noqa: E402
 from posbias.mutation import TEETH_PATH, execute_chapter, failed_checks, read_teeth  # noqa: E402
 
 THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", "wu-center-nodes",
@@ -35,22 +36,39 @@ def private_cache(tmp_path_factory):
         yield
 
 
+OTHER_SEEDS = (1, 2)
+
+
+def seeds(chapter: str) -> list[dict]:
+    """The seed overrides a chapter is measured at: its profile's own seed and, where it has a ``seed``
+    parameter, :data:`OTHER_SEEDS` too. A kill is claimed only where it happens at every one of them, so
+    that a check whose failure under a mutant is the noise of one seed claims no kill."""
+    has_seed = "seed" in get_chapter(chapter).resolve("smoke")
+    return [{}] + ([{"seed": s} for s in OTHER_SEEDS] if has_seed else [])
+
+
 @functools.cache
 def measured(chapter: str) -> dict:
-    """``{"checks": [names], "baseline_failed": [...], "kills": {mutant id: [failed checks]}}`` for ``chapter``."""
+    """``{"checks": [names], "baseline_failed": [...], "kills": {mutant id: [failed checks]}}`` for ``chapter``:
+    the checks a mutant fails at every seed of :func:`seeds` (and the baseline's failures at any)."""
     mine = [m for m in MUTANTS if chapter in m.chapters]
     profiles = sorted({m.profile for m in mine} | {"smoke"})
     names, baseline_failed = [], []
     for profile in profiles:
-        checks = execute_chapter(chapter, profile)
-        names += [c["name"] for c in checks if c["name"] not in names]
-        baseline_failed += [f"{profile}: {n}" for n in failed_checks(checks)]
+        for seed in seeds(chapter):
+            checks = execute_chapter(chapter, profile, seed)
+            names += [c["name"] for c in checks if c["name"] not in names]
+            baseline_failed += [f"{profile} {seed}: {n}" for n in failed_checks(checks)]
     kills = {}
     for m in mine:
-        try:
-            kills[m.id] = failed_checks(execute_chapter(chapter, m.profile, m.overrides, mutant=m))
-        except Exception as e:  # noqa: BLE001 - a mutant that crashes the chapter is not killed by a check
-            kills[m.id] = [f"<raised {type(e).__name__}>"]
+        failed = None
+        for seed in seeds(chapter):
+            try:
+                now = failed_checks(execute_chapter(chapter, m.profile, {**m.overrides, **seed}, mutant=m))
+            except Exception as e:  # noqa: BLE001 - a mutant that crashes the chapter is not killed by a check
+                now = [f"<raised {type(e).__name__}>"]
+            failed = now if failed is None else [c for c in failed if c in now]
+        kills[m.id] = failed
     return {"checks": names, "baseline_failed": baseline_failed, "kills": kills}
 
 
@@ -61,8 +79,9 @@ def teeth_table() -> dict:
         res = measured(cid)
         chapters[cid] = {name: sorted(mid for mid, failed in res["kills"].items() if name in failed)
                          for name in res["checks"]}
-    return {"about": "curated mutants of tests/mutants.py each check kills in a smoke execution of its chapter; "
-                     "regenerate with POSBIAS_UPDATE_TEETH=1 pytest tests/test_mutations.py",
+    return {"about": "curated mutants of tests/mutants.py each check kills in a smoke execution of its chapter, "
+                     "at its own seed and at seeds 1 and 2 alike; regenerate with POSBIAS_UPDATE_TEETH=1 pytest "
+                     "tests/test_mutations.py",
             "mutants": {m.id: {"target": m.target, "description": m.description, "chapters": list(m.chapters),
                                "profile": m.profile} for m in MUTANTS},
             "chapters": chapters}
