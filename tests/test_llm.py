@@ -494,6 +494,25 @@ def test_restore_below_needs_the_share_below_the_threshold_beyond_its_error():
         assert (3 in got) is below, (mean, sd, got)
 
 
+def test_window_jump_by_hand_and_both_ways():
+    # 9 tokens after eviction (window 3, sinks 0 and 2: from t = 5), g = l0 - lfull: batches of 3
+    g = np.array([0.5, 0.6, 0.7, 0.3, 0.4, 0.5, 0.7, 0.8, 0.9])
+    curves = _share_curves(np.zeros(9), g)                 # l0 - lk = 0, l0 - lfull = g
+    j = llm.window_jump(curves, 3, [0, 2])
+    assert j["log"] == pytest.approx(0.6) and j["ratio"] == pytest.approx(np.exp(0.6)) and j["dof"] == 2
+    assert j["se"] == pytest.approx(np.std([0.6, 0.4, 0.8], ddof=1) / np.sqrt(3))   # 0.1155
+    # t(2 dof, 2.5%) = 4.303: log 0.6 +/- 0.497 brackets log 1.5 = 0.405 -> inconclusive
+    assert j["verdict"] == "inconclusive"
+    # the interval of the log is [0.1032, 1.0968]
+    verdict = {thr: llm.window_jump(curves, 3, [0, 2], threshold=thr)["verdict"] for thr in (1.10, 1.11, 2.95, 3.0)}
+    assert verdict == {1.10: "reproduced",        # log 0.0953 <= 0.1032
+                       1.11: "inconclusive",      # log 0.1044
+                       2.95: "inconclusive",      # log 1.0818 <= 1.0968
+                       3.0: "contradicted"}       # log 1.0986 > 1.0968
+    with pytest.raises(ValueError, match="at least 4"):
+        llm.window_jump(_share_curves(np.zeros(3), g[:3]), 3, [0, 2])
+
+
 def test_the_greedy_answer_is_long_enough_to_hold_the_value():
     """make fuzz: at n_hex 15 no answer could be right, cut at a fixed 10 new tokens (10-13 characters).
     The default length is max(10, characters of the value): each token holds at least one character."""

@@ -28,7 +28,7 @@ from .tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, en
                      filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence, perplexity_after_eviction,
                      position_ranking, restore_below, retrieval_table, retrieval_tests, rollout_reach,
                      sink_position_table, streaming_sentence, streaming_summary, streaming_table, uniform_alpha_first,
-                     wrong_answers)
+                     window_jump, wrong_answers)
 
 __all__ = [
     "SMOLLM2_FILE",
@@ -77,6 +77,7 @@ __all__ = [
     "streaming_table",
     "streaming_summary",
     "closed_share",
+    "window_jump",
     "restore_below",
     "streaming_sentence",
     "kv_bytes_per_token",

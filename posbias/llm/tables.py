@@ -16,7 +16,7 @@ from .streaming import StreamingCache
 
 __all__ = ["DECODER_KINDS", "SMOLLM2_KV", "uniform_alpha_first", "sink_position_table", "encoder_table",
            "layer_profile", "rollout_reach", "perplexity_after_eviction", "streaming_table", "streaming_summary",
-           "closed_share", "restore_below", "streaming_sentence", "kv_bytes_per_token", "filled_cache_size",
+           "closed_share", "window_jump", "restore_below", "streaming_sentence", "kv_bytes_per_token", "filled_cache_size",
            "retrieval_table", "ends_minus_middle", "wrong_answers", "copy_confusion", "position_ranking",
            "paper_sentence"]
 
@@ -147,11 +147,44 @@ def closed_share(curves: dict, w: int, sinks: list[int]) -> dict[str, float]:
                          "a standard error needs at least 4 (a longer n_stream)")
     d, g = l0 - lk, l0 - lf
     share = float(d.mean() / g.mean())
-    z = (d - share * g) / g.mean()
+    se, dof = _batch_means_se((d - share * g) / g.mean())
+    return {"share": share, "se": se, "dof": dof}
+
+
+def _batch_means_se(z: np.ndarray) -> tuple[float, int]:
+    """Standard error of ``mean(z)`` for a stream of correlated per-token values ``(n,)``, by batch means:
+    ``n // b`` batches of ``b = floor(sqrt(n))`` consecutive tokens (the last ``n mod b`` left out),
+    ``std(batch means) / sqrt(batches)``. Returns ``(se, batches - 1)``, the second the degrees of freedom."""
     b = max(1, math.isqrt(len(z)))
     means = z[:len(z) // b * b].reshape(-1, b).mean(axis=1)
-    se = float(means.std(ddof=1) / math.sqrt(len(means)))
-    return {"share": share, "se": se, "dof": len(means) - 1}
+    return float(means.std(ddof=1) / math.sqrt(len(means))), len(means) - 1
+
+
+def window_jump(curves: dict, w: int, sinks: list[int], threshold: float = 1.5, level: float = 0.05) -> dict:
+    """How much worse the window-only cache predicts than the full cache at window ``w``, judged against
+    ``threshold``, from stored :func:`stream_curves` ``curves``.
+
+    Over the predicted tokens ``t >= max(sinks) + w`` (every cache of that window evicts), ``g_t = l0_t -
+    lfull_t`` (per-token losses in nats); the ratio of perplexities is ``exp(mean(g))``, and ``mean(g)``
+    has a batch-means standard error (:func:`_batch_means_se`, as :func:`closed_share`). The claim "the
+    ratio is at least ``threshold``" is ``reproduced`` where ``mean(g) - t se >= log(threshold)``,
+    ``contradicted`` where ``mean(g) + t se < log(threshold)``, ``inconclusive`` otherwise (``t``:
+    Student's, one-sided at ``level / 2``). Returns ``{"ratio", "log", "se", "dof", "verdict"}``;
+    ``ValueError`` with fewer than four predicted tokens.
+    """
+    from scipy import stats
+
+    start = max(sinks) + w
+    l0, lf = (np.asarray(c, dtype=float)[start:] for c in (curves["stream"][f"0-{w}"], curves["full"]))
+    if len(l0) < 4:
+        raise ValueError(f"{len(l0)} tokens predicted after the cache of window {w} evicts; "
+                         "a standard error needs at least 4 (a longer n_stream)")
+    g = l0 - lf
+    se, dof = _batch_means_se(g)
+    t = float(stats.t.ppf(1 - level / 2, dof))
+    m, bar = float(g.mean()), math.log(threshold)
+    verdict = "reproduced" if m - t * se >= bar else "contradicted" if m + t * se < bar else "inconclusive"
+    return {"ratio": math.exp(m), "log": m, "se": se, "dof": dof, "verdict": verdict}
 
 
 def restore_below(shares: dict[int, dict[str, float]], threshold: float = 0.75,
