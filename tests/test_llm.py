@@ -494,6 +494,30 @@ def test_restore_below_needs_the_share_below_the_threshold_beyond_its_error():
         assert (3 in got) is below, (mean, sd, got)
 
 
+def _curve_rows(acc: list[list[int]], logp: list[list[float]]) -> list[dict]:
+    return [{"gold": g, "correct": c, "logp": lp} for g, (cs, lps) in enumerate(zip(acc, logp))
+            for c, lp in zip(cs, lps)]
+
+
+def test_curve_agreement_by_hand_and_both_ways():
+    # three positions, five prompts each: accuracy 0.2, 0.6, 1.0
+    acc = [[1, 0, 0, 0, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+    up = [[-3.0, -3.2, -2.8, -3.1, -2.9], [-2.0, -2.1, -1.9, -2.2, -1.8], [-1.0, -1.1, -0.9, -1.2, -0.8]]
+    a = llm.curve_agreement(_curve_rows(acc, up))
+    assert a["corr"] == pytest.approx(np.corrcoef([0.2, 0.6, 1.0], [-3.0, -2.0, -1.0])[0, 1])
+    assert a["fewest"] == 5 and a["above"] >= 0.975 and a["verdict"] == "reproduced"
+    down = [[-lp - 4 for lp in row] for row in up]            # the log-probability falls as accuracy rises
+    assert llm.curve_agreement(_curve_rows(acc, down))["verdict"] == "contradicted"
+    # one prompt too few at one position: not decided, whatever the resamples say
+    assert llm.curve_agreement(_curve_rows([acc[0][:4], *acc[1:]], [up[0][:4], *up[1:]]))["verdict"] == "inconclusive"
+    # prompts so noisy that the position means could order either way
+    noisy = [[-1.0, -5.0, -1.0, -5.0, -3.1], [-5.0, -1.0, -5.0, -1.0, -3.0], [-1.0, -5.0, -5.0, -1.0, -2.9]]
+    n = llm.curve_agreement(_curve_rows(acc, noisy))
+    assert n["verdict"] == "inconclusive" and 0.025 < n["above"] < 0.975, n
+    flat = llm.curve_agreement(_curve_rows([[1] * 5] * 3, up))       # accuracy flat: no correlation
+    assert np.isnan(flat["corr"]) and flat["verdict"] == "inconclusive"
+
+
 def test_window_jump_by_hand_and_both_ways():
     # 9 tokens after eviction (window 3, sinks 0 and 2: from t = 5), g = l0 - lfull: batches of 3
     g = np.array([0.5, 0.6, 0.7, 0.3, 0.4, 0.5, 0.7, 0.8, 0.9])
@@ -572,8 +596,8 @@ def test_retrieval_tests_judge_both_ways():
 
 @pytest.mark.parametrize("profile", ["default", "paper"])
 def test_the_committed_records_decide_and_pass_the_count_checks(profile):
-    """The default and paper records in data/ reproduce both claims: CI judges them on the committed
-    records, though its smoke sample is too small to."""
+    """The default and paper records in data/ reproduce both count claims and the agreement of the two
+    curves: CI judges them on the committed records, though its smoke sample is too small to."""
     from posbias import chapters, store
 
     p = chapters.get_chapter("lost-in-the-middle").resolve(profile)
@@ -582,3 +606,4 @@ def test_the_committed_records_decide_and_pass_the_count_checks(profile):
     assert stored is not None, "the committed record is missing from data/"
     for name, t in llm.retrieval_tests(stored["rows"], p["n_pairs"]).items():
         assert t["verdict"] == "reproduced", (name, t)
+    assert llm.curve_agreement(stored["rows"])["verdict"] == "reproduced"

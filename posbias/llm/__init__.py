@@ -24,11 +24,11 @@ from .sinks import (FAR_ABOVE, attention_maps, drop_position, far_above_decided,
                     head_mean_rollout, rollout_survey, sink_alpha, sink_rate, sink_survey, uniform_causal,
                     with_special)
 from .streaming import StreamingCache, full_nll, stream_curves, stream_nll
-from .tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, encoder_table, ends_minus_middle,
-                     filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence, perplexity_after_eviction,
-                     position_ranking, restore_below, retrieval_table, retrieval_tests, rollout_reach,
-                     sink_position_table, streaming_sentence, streaming_summary, streaming_table, uniform_alpha_first,
-                     window_jump, wrong_answers)
+from .tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, curve_agreement, encoder_table,
+                     ends_minus_middle, filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence,
+                     perplexity_after_eviction, position_ranking, restore_below, retrieval_table, retrieval_tests,
+                     rollout_reach, sink_position_table, streaming_sentence, streaming_summary, streaming_table,
+                     uniform_alpha_first, window_jump, wrong_answers)
 
 __all__ = [
     "SMOLLM2_FILE",
@@ -77,6 +77,7 @@ __all__ = [
     "streaming_table",
     "streaming_summary",
     "closed_share",
+    "curve_agreement",
     "window_jump",
     "restore_below",
     "streaming_sentence",

@@ -16,9 +16,9 @@ from .streaming import StreamingCache
 
 __all__ = ["DECODER_KINDS", "SMOLLM2_KV", "uniform_alpha_first", "sink_position_table", "encoder_table",
            "layer_profile", "rollout_reach", "perplexity_after_eviction", "streaming_table", "streaming_summary",
-           "closed_share", "window_jump", "restore_below", "streaming_sentence", "kv_bytes_per_token", "filled_cache_size",
-           "retrieval_table", "ends_minus_middle", "wrong_answers", "copy_confusion", "position_ranking",
-           "paper_sentence"]
+           "closed_share", "window_jump", "restore_below", "streaming_sentence", "kv_bytes_per_token",
+           "filled_cache_size", "retrieval_table", "curve_agreement", "ends_minus_middle", "wrong_answers",
+           "copy_confusion", "position_ranking", "paper_sentence"]
 
 DECODER_KINDS = ("natural", "random", "repeated", "natural+endoftext", "repeated+endoftext",
                  "natural+im_start")
@@ -323,6 +323,43 @@ def retrieval_tests(rows: list[dict], n_pairs: int) -> dict[str, dict]:
     wrong = wrong_answers(rows, n_pairs)
     return {"above_chance": rate_verdict(sum(bool(r["correct"]) for r in rows), len(rows), 1 / n_pairs),
             "copies_most": rate_verdict(wrong["n_from_context"], wrong["n_wrong"], 0.5)}
+
+
+def curve_agreement(rows: list[dict], draws: int = 4000, seed: int = 0, level: float = 0.05,
+                    min_prompts: int = 5) -> dict:
+    """Whether the two retrieval curves of stored :func:`retrieval_rows` agree: the Pearson correlation,
+    across the measured evidence positions, of the accuracy and the mean log-probability of the right value.
+
+    Its uncertainty is the prompts': ``draws`` bootstrap resamples of the prompts within each position (the
+    positions are the design, fixed), each giving a correlation (none where a resample leaves either curve
+    flat). The claim "the correlation is positive" is ``reproduced`` where at least ``1 - level / 2`` of the
+    draws give a positive correlation, ``contradicted`` where at least that share give a negative one,
+    ``inconclusive`` otherwise (few prompts, few positions or flat curves). A position with fewer than
+    ``min_prompts`` prompts makes it inconclusive too: the resamples of ``m`` prompts take at most
+    ``C(2m - 1, m)`` distinct means (1, 3, 10, 35 for ``m`` = 1 to 4; 126 at 5), and at one prompt every
+    draw repeats the sample, which would decide on its sign alone. Returns ``{"corr"`` (the sample's, NaN
+    where flat), ``"above"``, ``"below"`` (shares of draws), ``"fewest"`` (prompts at the sparsest
+    position), ``"verdict"}``.
+    """
+    gold = np.array([r["gold"] for r in rows])
+    correct = np.array([r["correct"] for r in rows], dtype=float)
+    logp = np.array([r["logp"] for r in rows], dtype=float)
+    pos = np.unique(gold)
+    rng = np.random.default_rng(seed)
+    acc, lp = np.empty((draws + 1, len(pos))), np.empty((draws + 1, len(pos)))
+    for k, g in enumerate(pos):
+        idx = np.flatnonzero(gold == g)
+        pick = np.vstack([idx, rng.choice(idx, size=(draws, len(idx)))])   # row 0: the sample itself
+        acc[:, k], lp[:, k] = correct[pick].mean(axis=1), logp[pick].mean(axis=1)
+    a, b = acc - acc.mean(axis=1, keepdims=True), lp - lp.mean(axis=1, keepdims=True)
+    norm = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.where(norm > 0, (a * b).sum(axis=1) / norm, np.nan)
+    above, below = float(np.mean(corr[1:] > 0)), float(np.mean(corr[1:] < 0))
+    fewest = int(min(np.sum(gold == g) for g in pos))
+    verdict = ("inconclusive" if fewest < min_prompts else "reproduced" if above >= 1 - level / 2
+               else "contradicted" if below >= 1 - level / 2 else "inconclusive")
+    return {"corr": float(corr[0]), "above": above, "below": below, "fewest": fewest, "verdict": verdict}
 
 
 def copy_confusion(rows: list[dict], n_pairs: int) -> np.ndarray:
