@@ -106,3 +106,17 @@ def test_within_bound_contradicts_a_true_claim_rarely():
     for true, se, bound in ((1.0, 0.5, 1.0), (-1.0, 0.1, 1.0), (0.0, 2.0, 1.0)):
         v = [within_bound(x, se, bound)["verdict"] for x in rng.normal(true, se, 4000)]
         assert np.mean([x == "contradicted" for x in v]) <= 0.025 + 3 * (0.025 * 0.975 / 4000) ** 0.5
+
+
+def test_family_z_is_bonferroni_two_sided():
+    from scipy import stats as st
+
+    from posbias.stats import family_z
+
+    assert family_z(1, 0.05) == pytest.approx(1.959964, abs=1e-6)
+    assert family_z(500) == pytest.approx(4.7534, abs=1e-4) and family_z(5000) == pytest.approx(5.1993, abs=1e-4)
+    # m entries at z: a correct simulation fails any one with probability m * 2 * P(Z > z) = level
+    for m in (1, 37, 1520):
+        assert m * 2 * st.norm.sf(family_z(m)) == pytest.approx(1e-3, rel=1e-9)
+    with pytest.raises(ValueError, match="m >= 1"):
+        family_z(0)
