@@ -100,6 +100,7 @@ def test_constraint_language_is_restricted():
     ("wu-fig-2", {"steps": "10", "eval_every": "10"}, r"evaluate at least twice"),
     ("sinks-streaming", {"sinks": "1,2"}, r"window-only cache"),
     ("sinks-streaming", {"sinks": "0"}, r"add a sink count k of at least 1"),
+    ("sinks-streaming", {"smooth": "512"}, r"lower smooth or lengthen n_stream"),    # 511 tokens predicted
     # 4 tokens predicted after the largest cache (32 + 4) evicts, the fewest a standard error is taken from
     ("sinks-streaming", {"n_stream": "40", "windows": "32", "sinks": "0,4"}, r"at least 5 tokens"),
     # make fuzz: gu_n 8 failed no-sink-repeated (exit 3): uniform causal attention gives token 1 H_8/8 = 0.34 > eps
