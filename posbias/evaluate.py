@@ -287,13 +287,18 @@ def rising(units: list[dict], n_test: int, level: float = 0.05) -> bool:
     """Were these networks still improving when training stopped? The mean accuracy over the six IC
     sets at the last evaluation minus the one before, per unit, is positive beyond Student's t critical
     value at ``level`` (the binomial bound of ``6 n_test`` sequences per accuracy added to the spread
-    between units, :func:`~posbias.stats.seed_mean_se`). False with fewer than two evaluations."""
+    between units, :func:`~posbias.stats.seed_mean_se`). False with fewer than two evaluations. Each
+    unit's own last two evaluations: networks trained to a stopping rule stop at different steps, so
+    their curves differ in length."""
     names = [n for n in units[0]["curves"] if n.startswith("IC_")]
-    acc = torch.stack([stack(units, "curves", n) for n in names]).mean(0)      # (units, evals)
-    if acc.shape[1] < 2:
-        return False
-    mean, se = seed_mean_se(acc[:, -1] - acc[:, -2], n_test * len(names))
-    return verdict(mean, se, 1, t_critical(acc.shape[0], level)) == "reproduced"
+    steps = []
+    for u in units:
+        acc = torch.stack([torch.as_tensor(u["curves"][n], dtype=torch.float64) for n in names]).mean(0)
+        if acc.numel() < 2:
+            return False
+        steps.append(acc[-1] - acc[-2])
+    mean, se = seed_mean_se(torch.stack(steps), n_test * len(names))
+    return verdict(mean, se, 1, t_critical(len(units), level)) == "reproduced"
 
 
 def fig2_table(results: dict[str, list[dict]], depths: list[int], n_test: int,

@@ -59,6 +59,12 @@ def test_rising_detects_accuracy_still_rising_beyond_its_noise():
     # one evaluation interval's rise of 0.01 over 6 x 1000 sequences: 1.5 binomial SE, not beyond t(1 df)
     assert not ev.rising(curve(0.5, 0.51), 1000) and ev.rising(curve(0.5, 0.51), 10**7)
     assert not ev.rising(curve(0.5), 1000)                           # one evaluation: nothing to compare
+    # units stopped by a rule at different steps: each compared with its own previous evaluation
+    ragged = curve(0.1, 0.3, 0.6)[:1] + [{"curves": {"step": [0, 1, 2, 3, 4], **{n: [0.1, 0.2, 0.3, 0.4, 0.7]
+                                                                               for n in names}}}]
+    assert ev.rising(ragged, 1000)
+    assert not ev.rising(ragged[:1] + [{"curves": {"step": [0, 1, 2, 3], **{n: [0.1, 0.6, 0.6, 0.5]
+                                                                         for n in names}}}], 1000)
 
 
 def _unit(acc, loss=(0.0, 3.4, 3.2), gap_shift=0.0):
