@@ -118,7 +118,8 @@ def test_prefix_rollout_keeps_the_prefix_columns_and_its_bounds_hold():
     assert torch.allclose(r["deficit"], 1 - p[..., :k].sum(-1), atol=1e-12)
     mu = attn[..., :k].sum(-1).amin(-1)                                # (S, L)
     drawn = float(((1 - p[..., :k].sum(-1)).amax(-1) / torch.cumprod(1 - mu, 1)).max())
-    assert abs(r["drawn_ratio"] - drawn) < 1e-9 and 0 < r["drawn_ratio"] <= 1 and r["generic_ratio"] <= 1
+    # bounds, with the round-off the chapter allows (wu-thm-4-3: 1 + 1e-9); 1 + 2.2e-16 here, where one is tight
+    assert abs(r["drawn_ratio"] - drawn) < 1e-9 and 0 < r["drawn_ratio"] <= 1 + 1e-9 and r["generic_ratio"] <= 1 + 1e-9
     assert r["share_floor_ok"] and r["share_min"] >= r["a_priori"]
     assert abs(r["final"] - float((1 - p[:, -1, :, :k].sum(-1)).max())) < 1e-12
 
