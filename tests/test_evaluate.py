@@ -104,7 +104,7 @@ def test_check_training_late_rise_ok_refuses_only_a_network_that_never_learned(f
     verdicts = {}
     for prefix, units, ok in [("a-", [sound, unstable], False), ("b-", [sound, unstable], True),
                               ("c-", [sound, never], True)]:
-        check_training(units, 1000, steps=10, prefix=prefix, late_rise_ok=ok)
+        check_training(units, 1000, steps=500, prefix=prefix, late_rise_ok=ok)
         verdicts[prefix] = next(c["passed"] for c in report.record()["checks"] if c["name"] == f"{prefix}loss-falls")
     assert verdicts == {"a-": False, "b-": True, "c-": False}
     assert report.record()["values"]["b_n_loss_rose"] == 1
@@ -217,6 +217,22 @@ def test_check_attention_records_fails_on_a_leak_and_on_stale_alpha(fresh):
 
 def _learning_unit(acc: float, last_loss: float):
     return _unit({n: acc for n in _NAMES}, loss=(0.0, 3.4, last_loss))
+
+
+def test_check_training_asks_no_learning_on_the_chance_plateau(fresh):
+    """Below LEARNING_STEPS iterations the networks sit at the loss of a uniform guess: neither learning check
+    is decided (a loss that rose by batch noise is not a failure), and both say so; from it on both are."""
+    from posbias import report
+    names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+    flat = _unit({n: 31 / 1000 for n in names}, loss=(0.0, 3.466, 3.470))   # rose by noise, at chance
+    ev.check_training([flat], 1000, steps=ev.LEARNING_STEPS - 1, prefix="a-")
+    ev.check_training([flat], 1000, steps=ev.LEARNING_STEPS, prefix="b-")
+    rec = report.record()
+    checks = {c["name"]: c["passed"] for c in rec["checks"]}
+    assert "a-loss-falls" not in checks and "a-above-chance" not in checks
+    assert {"a-loss-falls-skipped", "a-above-chance-skipped"} <= set(rec["values"])
+    assert "ln 32 = 3.47" in rec["values"]["a-loss-falls-skipped"]
+    assert checks["b-loss-falls"] is False and checks["b-above-chance"] is False
 
 
 def test_check_training_median_and_no_learned_threshold(fresh):

@@ -1,4 +1,4 @@
-"""Points inside the declared ranges of the Wu et al. theory chapters that ``make fuzz`` found failing
+"""Points inside the declared ranges of the Wu et al. chapters that ``make fuzz`` (or a review) found failing
 a check (exit 3: wu-thm-4-1, 4-2, 4-3, wu-center-nodes, wu-thm-4-5, 4-7) or crashing (exit 1: 4-5,
 4-7): each now runs to exit 0, or is refused before any work (exit 2) by a constraint or a range that
 names the reason.
@@ -83,6 +83,12 @@ RUNS += [   # wu-thm-4-5 and wu-thm-4-7: each crashed or failed a check, and now
     # P's window underflowed at 192 and 256 layers (argmax 0: not non-decreasing in L)
     ("wu-thm-4-7", {"theta_grid": [0.0055, 0.5], "depth_grid": [2, 192, 256], "beta": 0.62}),
     ("wu-thm-4-7", {"theta_grid": [0.5], "beta": 0.56}),                   # the smallest beta declared
+]
+
+RUNS += [   # a trained chapter: loss-falls failed on the chance plateau (a rise of 0.016 over 2 iterations,
+    # iterations, 0.001 over 20) where no network has learned; both learning checks now wait for 500 iterations
+    ("wu-fig-2", {"steps": 2, "eval_every": 1, "seeds": [0, 1, 2, 3, 4]}),
+    ("wu-fig-2", {"steps": 20, "eval_every": 10, "seeds": [0, 1, 2, 3, 4]}),
 ]
 
 REFUSED = [   # (chapter, overrides, what the refusal names): these failed a check, and are now refused
