@@ -347,13 +347,19 @@ def calibration_fix() -> str:
             f"{min(cal['widths'])}, or fewer tokens")
 
 
+def resolvable(pred: float, se: float, tol: float, n_se: float = 5.0) -> bool:
+    """Whether a closed form ``pred`` with relative tolerance ``tol`` says the quantity clears ``n_se``
+    standard errors ``se`` even at the low edge of its tolerance: ``|pred| (1 - tol) >= n_se se``. A check
+    that demands ``z >= 3`` there has two SE of margin. The size, not the sign: the theorems claim
+    recency, so a closed form that predicts a large negative slope contradicts them and must reach the
+    direction checks, not excuse them."""
+    return abs(pred) * (1.0 - tol) >= n_se * se
+
+
 def slope_resolvable(pred: float, se: float, n: int, d: int, alpha: float, n_se: float = 5.0) -> bool:
-    """Whether the closed form says a layer-2 slope clears ``n_se`` standard errors even at the low edge of
-    its tolerance, ``|pred| (1 - next_order_tol(d)) >= n_se se``, where the tolerance holds
-    (:func:`closed_form_outside`). A check that demands ``z >= 3`` there has two SE of margin. The size,
-    not the sign: the theorems claim recency, so a closed form that predicts a large negative slope
-    contradicts them and must reach the direction checks, not excuse them."""
-    return not closed_form_outside(n, d, alpha) and abs(pred) * (1.0 - next_order_tol(d)) >= n_se * se
+    """:func:`resolvable` for a layer-2 slope against :func:`layer2_scores` at the tolerance
+    :func:`next_order_tol`, where that tolerance holds (:func:`closed_form_outside`)."""
+    return not closed_form_outside(n, d, alpha) and resolvable(pred, se, next_order_tol(d), n_se)
 
 
 def layer1_var_second_order(d: int, alpha: float) -> float:

@@ -68,6 +68,15 @@ def test_slope_resolvable_needs_the_low_edge_of_the_tolerance():
     assert not slope_resolvable(-1.0, 0.13, 10, 16, 0.4)
 
 
+def test_resolvable_takes_the_tolerance_it_is_given():
+    """kim-thm-1's closed form has its own tolerance, d^{-3/2}: at d = 16, 1/64 of the prediction."""
+    from posbias.lntheory import resolvable
+
+    assert resolvable(5.0, 1.0, tol=0.0) and not resolvable(5.0, 1.0, tol=16 ** -1.5)   # 4.92 < 5
+    assert resolvable(5.1, 1.0, tol=16 ** -1.5)                                        # 5.02 >= 5
+    assert resolvable(-5.1, 1.0, tol=16 ** -1.5) and not resolvable(-4.9, 1.0, tol=0.0)
+
+
 def test_layer1_moments_check_passes_the_simulation_and_fails_wrong_moments(monkeypatch):
     from posbias import lnsim, lntheory
 

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import torch
 
+from ..stats import t_critical
 from .loading import tiny_llama
 from .sinks import sink_alpha, uniform_causal
 from .streaming import StreamingCache
@@ -172,8 +173,6 @@ def window_jump(curves: dict, w: int, sinks: list[int], threshold: float = 1.5, 
     Student's, one-sided at ``level / 2``). Returns ``{"ratio", "log", "se", "dof", "verdict"}``;
     ``ValueError`` with fewer than four predicted tokens.
     """
-    from scipy import stats
-
     start = max(sinks) + w
     l0, lf = (np.asarray(c, dtype=float)[start:] for c in (curves["stream"][f"0-{w}"], curves["full"]))
     if len(l0) < 4:
@@ -181,7 +180,7 @@ def window_jump(curves: dict, w: int, sinks: list[int], threshold: float = 1.5, 
                          "a standard error needs at least 4 (a longer n_stream)")
     g = l0 - lf
     se, dof = _batch_means_se(g)
-    t = float(stats.t.ppf(1 - level / 2, dof))
+    t = t_critical(dof + 1, level)       # dof >= 1: at least 4 tokens make at least 2 batches
     m, bar = float(g.mean()), math.log(threshold)
     verdict = "reproduced" if m - t * se >= bar else "contradicted" if m + t * se < bar else "inconclusive"
     return {"ratio": math.exp(m), "log": m, "se": se, "dof": dof, "verdict": verdict}
@@ -194,11 +193,9 @@ def restore_below(shares: dict[int, dict[str, float]], threshold: float = 0.75,
     window is below where its share is below ``threshold`` by more than Student's t (``dof`` degrees of
     freedom, one-sided at ``level / 2``) standard errors. Returns ``{w: share | {"t": t}}`` for those
     windows (empty when the claim stands at every window)."""
-    from scipy import stats
-
     out = {}
     for w, c in shares.items():
-        t = float(stats.t.ppf(1 - level / 2, c["dof"]))
+        t = t_critical(c["dof"] + 1, level)
         if c["share"] + t * c["se"] < threshold:
             out[w] = {**c, "t": t}
     return out
