@@ -4,7 +4,8 @@ Each chapter gets ``FUZZ_SECONDS / chapters`` seconds (``FUZZ_SECONDS``, default
 picks chapters, comma-separated). A point is tried as :func:`param_space.try_point` tries it: refused
 (validation, or the cost guard at ``FUZZ_COST_SECONDS`` estimated seconds, default 20, or twice the
 chapter's smoke estimate where that is larger), or executed in this process (chapters that train
-networks: validated and costed only). Prints the cases and their outcomes per chapter (refusals by who
+networks: validated and costed only, unless ``FUZZ_TRAIN=1`` executes them too, within the same
+guard). Prints the cases and their outcomes per chapter (refusals by who
 refused), the first exits 1 and 3 with their parameters and what failed, and exits 1 when there was
 any exit 1 or a chapter none of whose cases got past validation and the guard.
 """
@@ -26,6 +27,8 @@ from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
 
 #: Points drawn per hypothesis run; runs repeat until the chapter's time is up.
 BATCH = 20
+#: Execute the chapters that train networks too (``FUZZ_TRAIN=1``); by default they are validated and costed.
+TRAIN = os.environ.get("FUZZ_TRAIN") == "1"
 
 
 def budget(cid: str, cost_seconds: float) -> float:
@@ -55,7 +58,7 @@ def fuzz(cid: str, seconds: float, cost_seconds: float) -> tuple[collections.Cou
     def batch(overrides):
         if time.monotonic() > end:
             return
-        code, what = try_point(ch, overrides, cost_seconds, execute=not trains(ch))
+        code, what = try_point(ch, overrides, cost_seconds, execute=TRAIN or not trains(ch))
         codes[kind(code, what)] += 1
         if code in (1, 3):
             crashes.append((code, overrides, what))
@@ -76,7 +79,7 @@ def main() -> int:
         codes, found = fuzz(cid, per, guard)
         crashes = [f for f in found if f[0] == 1]
         n = sum(codes.values())
-        how = "validated" if trains(get_chapter(cid)) else "run"
+        how = "validated" if trains(get_chapter(cid)) and not TRAIN else "run"
         print(f"{cid:<26} {n:4d} cases ({how}, guard {guard:.0f} s): "
               + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items()))
               + f"; failures (exit 1): {len(crashes)}", flush=True)
