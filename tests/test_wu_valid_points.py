@@ -86,7 +86,7 @@ RUNS += [   # wu-thm-4-5 and wu-thm-4-7: each crashed or failed a check, and now
 ]
 
 RUNS += [   # a trained chapter: loss-falls failed on the chance plateau (a rise of 0.016 over 2 iterations,
-    # iterations, 0.001 over 20) where no network has learned; both learning checks now wait for 500 iterations
+    # iterations, 0.001 over 20) where no network has learned; both learning checks now wait (evaluate.learning_judged)
     ("wu-fig-2", {"steps": 2, "eval_every": 1, "seeds": [0, 1, 2, 3, 4]}),
     ("wu-fig-2", {"steps": 20, "eval_every": 10, "seeds": [0, 1, 2, 3, 4]}),
 ]
