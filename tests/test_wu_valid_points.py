@@ -89,6 +89,8 @@ RUNS += [   # a trained chapter: loss-falls failed on the chance plateau (a rise
     # iterations, 0.001 over 20) where no network has learned; both learning checks now wait (evaluate.learning_judged)
     ("wu-fig-2", {"steps": 2, "eval_every": 1, "seeds": [0, 1, 2, 3, 4]}),
     ("wu-fig-2", {"steps": 20, "eval_every": 10, "seeds": [0, 1, 2, 3, 4]}),
+    # called IPython's display without importing it: every run outside Jupyter raised NameError (exit 1)
+    ("wu-residual-depth", {"n_sweep": 102}),
 ]
 
 REFUSED = [   # (chapter, overrides, what the refusal names): these failed a check, and are now refused
@@ -104,6 +106,11 @@ REFUSED = [   # (chapter, overrides, what the refusal names): these failed a che
                     "depth_factor": 11.9}, "len(set(-((1 - n) // (w - 1))"),
     ("wu-thm-4-2", {"w_grid": [331, 6], "n_grid": [41]}, "len(set(-((1 - n) // (w - 1))"),
     ("wu-thm-4-2", {"w_grid": [483, 1000, 2, 3], "n_grid": [49], "depth_factor": 1.4}, "[3, 50]"),
+]
+
+REFUSED += [   # declared from 0 to 1, but every threshold but 0.3 raised after training (exit 1): the shares
+    # are counted when a network is trained, at 0.3 only; now the only choice, refused before any work
+    ("wu-fig-6", {"threshold": 0.7616498742525215}, "not an allowed choice"),
 ]
 
 REFUSED += [   # wu-thm-4-7: these failed a check, and are now refused
