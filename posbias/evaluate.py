@@ -201,7 +201,7 @@ def learning_judged(units: list[dict], steps: int) -> tuple[list[dict], str]:
     judged = [u for u in units if u["params"]["depth"] <= LEARNING_DEPTH]
     deep = sorted({u["params"]["depth"] for u in units} - {u["params"]["depth"] for u in judged})
     return judged, (f"networks of depth {', '.join(map(str, deep))} are not judged: deeper than "
-                    f"{LEARNING_DEPTH}, networks can still be at chance after {steps} iterations (below "
+                    f"{LEARNING_DEPTH}, networks can still be near chance after {steps} iterations (below "
                     f"{PAPER_STEPS:,}); add a depth of at most {LEARNING_DEPTH}" if deep else "")
 
 
