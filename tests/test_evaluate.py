@@ -224,9 +224,8 @@ def test_check_training_judges_learning_only_where_networks_have_learned(fresh):
     not a failure), those of depth <= LEARNING_DEPTH from it on, every one from PAPER_STEPS; each skip and
     partial judgement says why."""
     from posbias import report
-    names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
-    flat = {**_unit({n: 31 / 1000 for n in names}, loss=(0.0, 3.466, 3.470)), "params": {"depth": 2}}
-    good = {**_learning_unit(0.5, 0.7), "params": {"depth": 2}}
+    flat = _unit({n: 31 / 1000 for n in _NAMES}, loss=(0.0, 3.466, 3.470))      # depth 2, at chance
+    good = _learning_unit(0.5, 0.7)
     deep = {**flat, "params": {"depth": 16}}                 # at chance, as depth 16 is after 500 iterations
     ev.check_training([flat], 1000, steps=ev.LEARNING_STEPS - 1, prefix="a-")
     ev.check_training([flat], 1000, steps=ev.LEARNING_STEPS, prefix="b-")

@@ -150,12 +150,13 @@ def test_layer1_moments_are_pooled_over_exchangeable_entries():
 
 
 def test_ln_pull_allows_the_monte_carlo_error_of_a_log_normal_pull():
-    """make fuzz-like point: kim-beyond-rope's ln-pull-linear failed at d = 1024, sims = 1000 (relative error
-    0.061 against 1/sqrt(d) = 0.031): there the Monte Carlo error, not the neglected order, dominates. Each
-    sample's pull is about t e^{s - sqrt d} with the layer-1 score s normal of variance v, so its relative
-    spread is sqrt(e^v - 1), about 1.31, whatever the layer (every layer reuses s); the check now adds
-    family_z(T) of it over sqrt(sims). Measured across 40 seeds of 200 simulations it is 1.2-1.4; a spread
-    shrinking as 1/sqrt(t) (independent layers) would be 0.53 at the sixth layer."""
+    """An audit of checks without a Monte Carlo term: kim-beyond-rope's ln-pull-linear failed at
+    d = 1024, sims = 1000 (relative error 0.061 against 1/sqrt(d) = 0.031): there the Monte Carlo
+    error, not the neglected order, dominates. Each sample's pull is about t e^{s - sqrt d} with the
+    layer-1 score s normal of variance v, so its relative spread is sqrt(e^v - 1), about 1.31, whatever
+    the layer (every layer reuses s); the check now adds family_z(T) of it over sqrt(sims). Measured
+    across 40 seeds of 200 simulations it is 1.2-1.4; a spread shrinking as 1/sqrt(t) (independent
+    layers) would be 0.53 at the sixth layer."""
     import numpy as np
 
     res = [lnsim.simulate(n=10, d=256, alpha=0.0, depth=6, sims=200, seed=s) for s in range(40)]

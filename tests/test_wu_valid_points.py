@@ -85,8 +85,8 @@ RUNS += [   # wu-thm-4-5 and wu-thm-4-7: each crashed or failed a check, and now
     ("wu-thm-4-7", {"theta_grid": [0.5], "beta": 0.56}),                   # the smallest beta declared
 ]
 
-RUNS += [   # a trained chapter: loss-falls failed on the chance plateau (a rise of 0.016 over 2 iterations,
-    # iterations, 0.001 over 20) where no network has learned; both learning checks now wait (evaluate.learning_judged)
+RUNS += [   # a trained chapter: loss-falls failed on the chance plateau, where no network has learned (among
+    # 5 seeds, a rise of 0.016 over 2 iterations and of 0.001 over 20); evaluate.learning_judged now skips it
     ("wu-fig-2", {"steps": 2, "eval_every": 1, "seeds": [0, 1, 2, 3, 4]}),
     ("wu-fig-2", {"steps": 20, "eval_every": 10, "seeds": [0, 1, 2, 3, 4]}),
     # called IPython's display without importing it: every run outside Jupyter raised NameError (exit 1)
