@@ -91,11 +91,11 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
 
     teeth = (read_teeth() or {}).get("chapters", {})
     if teeth:
-        detail += ["A theory chapter's checks are tried against the curated wrong versions of the library in "
-                   "`tests/mutants.py` (`book/teeth.json`, kept up to date by `tests/test_mutations.py`): each "
-                   "check says how many of its chapter's mutants it kills (at the chapter's own seed and at two "
-                   "others alike: a failure on one seed's noise is not a kill); one that kills none is "
-                   "*descriptive*.",
+        detail += ["The checks of the theory chapters and of the chapters that train networks are tried against "
+                   "curated wrong versions of the library (`tests/mutants.py`, `tests/mutants_trained.py`; "
+                   "`book/teeth.json`, kept up to date by `tests/test_mutations.py`): each check says how many "
+                   "of its chapter's mutants it kills (where the chapter has a seed, at its own and at two others "
+                   "alike: a failure on one seed's noise is not a kill); one that kills none is *descriptive*.",
                    ""]
     for cid, res in results.items():
         if res is None:
@@ -120,7 +120,7 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
 
 
 def _teeth_note(teeth: dict[str, dict[str, list[str]]], chapter: str, check: str) -> str:
-    """`` (kills 3 of 4 mutants)`` or `` (descriptive: kills no mutant)`` for a check of a theory chapter
+    """`` (kills 3 of 4 mutants)`` or `` (descriptive: kills no mutant)`` for a check of a chapter
     listed in ``book/teeth.json``; empty for other chapters and for checks the table does not know."""
     table = teeth.get(chapter)
     if not table or check not in table:

@@ -153,8 +153,8 @@ def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n
     - ``count_residual``: the largest distance of ``accuracy * n_test`` from an integer over every
       stored IC accuracy (final and on the curves); near 0 when the test sets hold ``n_test``
       sequences (or a divisor of it).
-    - ``gap_residual``: the largest difference between a stored gap and :func:`gaps` recomputed
-      from the stored accuracies.
+    - ``gap_residual``: the largest difference between a stored gap ``a-b`` and ``IC_a_b - IC_b_a`` of
+      the stored accuracies (read from the gap's name, not from :func:`gaps`, which training used).
     - ``accuracy_min``, ``chance`` (``1 / n_labels``) and ``z_chance``: the worst unit's final mean
       accuracy, and its distance above chance in binomial standard errors of an accuracy over
       ``6 n_test`` sequences at chance.
@@ -164,9 +164,9 @@ def training_sanity(units: list[dict], n_test: int, n_labels: int = TaskConfig.n
               for u in units for v in [*u["ic_accuracy"].values(),
                                        *(u["curves"][n] for n in u["curves"] if n.startswith("IC_"))]]
     count_residual = max(float((c - c.round()).abs().max()) for c in counts)
-    gap_residual = max(float((torch.as_tensor(u["gaps"][k], dtype=torch.float64) - g).abs())
-                       for u in units for k, g in gaps({n: torch.as_tensor(a, dtype=torch.float64)
-                                                        for n, a in u["ic_accuracy"].items()}).items())
+    stored = [{n: float(a) for n, a in u["ic_accuracy"].items()} for u in units]
+    gap_residual = max(abs(float(g) - (a[f"IC_{x}_{y}"] - a[f"IC_{y}_{x}"]))
+                       for u, a in zip(units, stored) for k, g in u["gaps"].items() for x, y in [k.split("-")])
     acc = final_accuracy(units)
     chance = 1.0 / n_labels
     se = (chance * (1 - chance) / (6 * n_test)) ** 0.5

@@ -1,13 +1,14 @@
 """Chapters executed in-process with the library patched: the engine of the mutation suite.
 
 ``posbias run`` executes a chapter in a Jupyter kernel (seconds of start-up per run). A mutation suite
-runs each theory chapter once per wrong version of the library, so here a chapter's code cells are
+runs each chapter once per wrong version of the library, so here a chapter's code cells are
 executed in this Python process instead: the notebook is read with jupytext, its ``parameters`` cell
 is replaced by the resolved parameters of a profile, figures are closed instead of written, and the
 checks recorded by :mod:`posbias.report` are returned. A *mutant* replaces one library function (in
 every ``posbias`` module that imported it) for the length of one execution.
 
-``tests/mutants.py`` holds the curated catalogue; ``tests/test_mutations.py`` asserts every mutant
+``tests/mutants.py`` (theory chapters) and ``tests/mutants_trained.py`` (chapters that train networks)
+hold the curated catalogue; ``tests/test_mutations.py`` asserts every mutant
 makes a check fail and keeps ``book/teeth.json`` (which check kills which mutant, read by the Status
 page) up to date.
 """
@@ -38,7 +39,10 @@ class Mutant:
     ``target``: ``"posbias.module.name"``; ``make``: called with the original function, returns the wrong
     one; ``chapters``: the chapters that must catch it; ``profile``: the profile they run under
     (``smoke``; ``default`` only for closed forms whose check is decided by committed data);
-    ``fresh``: bypass the result cache (the mutant changes a stored simulation)."""
+    ``fresh``: bypass the result cache and data/ (the mutant changes a stored simulation);
+    ``own_cache``: execute with an empty result cache of its own, data/ read as usual (the mutant
+    changes what training records: the smoke networks are trained again under it, while the committed
+    networks a chapter reads stay as committed)."""
 
     id: str
     target: str
@@ -47,6 +51,7 @@ class Mutant:
     chapters: tuple[str, ...]
     profile: str = "smoke"
     fresh: bool = False
+    own_cache: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -108,6 +113,8 @@ def execute_chapter(chapter_id: str, profile: str = "smoke", overrides: dict[str
 
     stack = contextlib.ExitStack()
     env = {"POSBIAS_RUN_DIR": None, "POSBIAS_NO_PROGRESS": "1", "POSBIAS_CHAPTER": None}
+    if mutant is not None and mutant.own_cache:
+        env["POSBIAS_CACHE"] = stack.enter_context(tempfile.TemporaryDirectory(prefix="posbias-mutant-cache-"))
     old_env = {k: os.environ.get(k) for k in env}
     try:
         for k, v in env.items():

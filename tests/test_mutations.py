@@ -1,6 +1,7 @@
-"""The mutation suite: every curated wrong version of the library makes a theory chapter fail a check.
+"""The mutation suite: every curated wrong version of the library makes a chapter fail a check.
 
-Each mutant of ``tests/mutants.py`` is patched into an in-process smoke execution of its chapters
+Each mutant of ``tests/mutants.py`` (theory chapters) and ``tests/mutants_trained.py`` (the chapters
+that train networks or read trained ones) is patched into an in-process smoke execution of its chapters
 (:func:`posbias.mutation.execute_chapter`); the execution must end with at least one failed check, which
 is named. The unmutated execution must pass. ``book/teeth.json`` (which check kills which mutant, read
 by the Status page) must equal what this suite measures; regenerate it with
@@ -18,13 +19,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mutants import MUTANTS  # noqa: E402
+from mutants import MUTANTS as THEORY_MUTANTS  # noqa: E402
+from mutants_trained import TRAINED_MUTANTS  # noqa: E402
 
 from posbias.chapters import get_chapter  # noqa: E402
 from posbias.mutation import TEETH_PATH, execute_chapter, failed_checks, read_teeth  # noqa: E402
 
 THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", "wu-center-nodes",
           "kim-thm-1", "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "kim-beyond-rope"]
+TRAINED = ["wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5", "wu-fig-6", "wu-residual-depth", "wu-bias-over-training",
+           "sinks-synthetic-vs-real"]
+MUTANTS = THEORY_MUTANTS + TRAINED_MUTANTS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,25 +80,30 @@ def measured(chapter: str) -> dict:
 def teeth_table() -> dict:
     """What ``book/teeth.json`` must hold: per chapter and check, the curated mutants it kills."""
     chapters = {}
-    for cid in THEORY:
+    for cid in THEORY + TRAINED:
         res = measured(cid)
         chapters[cid] = {name: sorted(mid for mid, failed in res["kills"].items() if name in failed)
                          for name in res["checks"]}
-    return {"about": "curated mutants of tests/mutants.py each check kills in a smoke execution of its chapter, "
-                     "at its own seed and at seeds 1 and 2 alike; regenerate with POSBIAS_UPDATE_TEETH=1 pytest "
+    return {"about": "curated mutants of tests/mutants.py and tests/mutants_trained.py each check kills in a smoke "
+                     "execution of its chapter, at its own seed and, where it has a seed parameter, at seeds 1 and "
+                     "2 alike; regenerate with POSBIAS_UPDATE_TEETH=1 pytest "
                      "tests/test_mutations.py",
             "mutants": {m.id: {"target": m.target, "description": m.description, "chapters": list(m.chapters),
                                "profile": m.profile} for m in MUTANTS},
             "chapters": chapters}
 
 
-def test_catalogue_covers_every_theory_chapter_three_times():
+def test_catalogue_covers_every_theory_chapter_three_times_and_every_trained_one_twice():
     for cid in THEORY:
-        assert sum(cid in m.chapters for m in MUTANTS) >= 3, cid
-    assert {c for m in MUTANTS for c in m.chapters} <= set(THEORY)
+        assert sum(cid in m.chapters for m in THEORY_MUTANTS) >= 3, cid
+    for cid in TRAINED:
+        assert sum(cid in m.chapters for m in TRAINED_MUTANTS) >= 2, cid
+    assert {c for m in THEORY_MUTANTS for c in m.chapters} <= set(THEORY)
+    assert {c for m in TRAINED_MUTANTS for c in m.chapters} <= set(TRAINED)
+    assert len({m.id for m in MUTANTS}) == len(MUTANTS), "mutant ids must be unique"
 
 
-@pytest.mark.parametrize("chapter", THEORY)
+@pytest.mark.parametrize("chapter", THEORY + TRAINED)
 def test_every_mutant_fails_a_check(chapter):
     res = measured(chapter)
     assert res["baseline_failed"] == [], f"{chapter} fails without any mutant: {res['baseline_failed']}"

@@ -216,3 +216,32 @@ def test_the_comparison_sets_the_verdict_at_the_best_loss_beside_the_stop():
     counts = ot.converged_counts(cmp)
     assert counts["differ_best"] >= 1 and counts["differ"] >= 1
     assert set(cmp[cmp["claim"] == "fig2-rope-reduces-2"]["at best loss"]) == {"not yet"}
+
+
+def test_stop_mismatches_re_derives_each_stop_from_the_curves():
+    from posbias import convergence as cv
+    steps = list(range(0, 300_001, 5000))
+    fl = [0.1 * min(s, 200_000) / 50_000 for s in steps]      # drifts until 200k, then flat
+    c = {"step": steps, "loss": [1.0] * len(steps),
+         "IC_first_last": [0.5 + g / 2 for g in fl], "IC_last_first": [0.5 - g / 2 for g in fl]}
+    for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
+        c[f"IC_{a}_{b}"] = [0.5] * len(steps)
+    stop = cv.stop_step(c, N_TEST, cv.PLATEAU)
+    cut = {k: v[:steps.index(stop) + 1] for k, v in c.items()}
+
+    def run(curves, at, why, rule=cv.PLATEAU):
+        return {"params": {"n_test": N_TEST}, "curves": curves,
+                "stop": {"rule": rule.to_dict(), "stopped_at": at, "reason": why}}
+
+    assert ot.stop_mismatches({"x": [run(cut, stop, "rule"), None]}) == []
+    bad = ot.stop_mismatches({"x": [run(cut, stop, "cap")],                   # the rule held before the cap
+                              "y": [run(c, 300_000, "rule")],                 # held first at `stop`, not 300k
+                              "z": [run(c, stop, "rule")]})                   # the curve goes on past the stop
+    assert [b.split(":")[0] for b in bad] == ["x run 0", "y run 0", "z run 0"]
+    assert f"the rule gives {stop:,}" in bad[1]
+    # a run at its cap that never met the rule (a drift to the end) agrees, unless its own n_test is so
+    # small that the drift is within the rule's standard errors
+    drift = {**c, "IC_first_last": [0.5 + s / 1e6 for s in steps], "IC_last_first": [0.5 - s / 1e6 for s in steps]}
+    capped = cv.StopRule(name="t", cap=300_000)
+    assert ot.stop_mismatches({"x": [run(drift, 300_000, "cap", capped)]}) == []
+    assert ot.stop_mismatches({"x": [{**run(drift, 300_000, "cap", capped), "params": {"n_test": 1}}]}) != []

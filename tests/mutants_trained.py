@@ -1,0 +1,133 @@
+"""Curated mutants of the library the trained-network chapters read: wrong versions it must catch.
+
+A trained chapter's checks test the records its networks leave (accuracies as counts out of the test
+set, gaps from accuracies, attention inside the mask, sink statistics, stops under the rule) and the
+committed paper-profile networks it reads. Each mutant below replaces one function for a smoke
+execution of the chapters listed; a mutant of what training records runs with ``own_cache``, so the
+smoke networks are trained again under it instead of read from the baseline's cache. ``tests/test_mutations.py`` asserts
+each is caught and records which check catches it in ``book/teeth.json``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from posbias.mutation import Mutant
+
+
+def _accuracy_over_n_plus_one(orig):
+    def accuracy(net, tasks, ts, chunk=1024):
+        n = len(ts.target)
+        return orig(net, tasks, ts, chunk) * n / (n + 1)       # correct count / (n_test + 1)
+    return accuracy
+
+
+def _gaps_reversed(orig):
+    return lambda acc: {k: -v for k, v in orig(acc).items()}  # acc(IC_b_a) - acc(IC_a_b)
+
+
+def _final_accuracy_first_eval(orig):
+    def final_accuracy(units):
+        names = [n for n in units[0]["curves"] if n.startswith("IC_")]
+        return torch.tensor([float(np.mean([u["curves"][n][0] for n in names])) for u in units])
+    return final_accuracy                                       # the untrained networks' accuracy
+
+
+def _loss_drop_reversed(orig):
+    def training_sanity(units, n_test, n_labels=32):
+        s = orig(units, n_test, n_labels)
+        return {**s, "loss_drop": -s["loss_drop"], "best_drop": -s["best_drop"]}  # last minus first
+    return training_sanity
+
+
+def _sink_alpha_row_count(orig):
+    def sink_alpha(attn, mask):
+        m = mask.to(attn.dtype)
+        return (attn * m).sum(-2) / m.sum(-1)                   # keys each query sees, not queries seeing k
+    return sink_alpha
+
+
+def _sink_share_unthresholded(orig):
+    def sink_share(attn, mask, threshold=0.3):
+        from posbias.evaluate import sink_alpha
+
+        return sink_alpha(attn, mask).flatten(0, -2).mean(0)    # mean alpha_k, no threshold
+    return sink_share
+
+
+def _excess_peak_zero_based(orig):
+    def excess_peaks(excess):
+        out = orig(excess)
+        for label, e in excess.items():
+            m = torch.as_tensor(e, dtype=torch.float64).mean(0)
+            top = int(m[:m.shape[0] - 1].argmax())              # 0-based key
+            out[label] = type(out[label])(out[label].first, top, top % 2 == 0)
+        return out
+    return excess_peaks
+
+
+def _net_ignores_mask(orig):
+    class EnsembleNet(orig):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.logit_bias = self.bias.clone()                 # the bias without the mask's -inf
+    return EnsembleNet
+
+
+def _llm_alpha_all_queries(orig):
+    def sink_alpha(attn, causal=True):
+        return attn.sum(dim=-2) / attn.shape[-1]                # every query counted, seen or not
+    return sink_alpha
+
+
+def _gap_curve_reversed(orig):
+    return lambda curves, name: -orig(curves, name)
+
+
+def _gap_curve_one_early(orig):
+    def gap_curve(curves, name):
+        g = orig(curves, name)
+        return np.concatenate([g[:1], g[:-1]])                  # each evaluation shows the one before
+    return gap_curve
+
+
+def _window_change_slope(orig):
+    return lambda steps, values, end, window: orig(steps, values, end, window) / window  # slope, not change
+
+
+def _gap_se_pooled(orig):
+    return lambda curves, name, n_test: orig(curves, name, n_test) * np.sqrt(2.0)  # one set counted twice
+
+
+E, C, MD, LL = "posbias.evaluate", "posbias.convergence", "posbias.model", "posbias.llm"
+TRAINED = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5", "wu-fig-6", "wu-residual-depth")
+GAPS = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-residual-depth")
+
+TRAINED_MUTANTS: list[Mutant] = [
+    Mutant("accuracy-over-n-plus-one", f"{E}.accuracy", "accuracy as the correct count over n_test + 1",
+           _accuracy_over_n_plus_one, TRAINED, own_cache=True),
+    Mutant("gaps-reversed", f"{E}.gaps", "gaps taken the other way round, acc(IC_b_a) - acc(IC_a_b)",
+           _gaps_reversed, GAPS, own_cache=True),
+    Mutant("final-accuracy-first-eval", f"{E}.final_accuracy", "final accuracy read at the first evaluation "
+           "(the untrained network)", _final_accuracy_first_eval, TRAINED),
+    Mutant("loss-drop-reversed", f"{E}.training_sanity", "loss change measured last interval minus first",
+           _loss_drop_reversed, TRAINED),
+    Mutant("sink-alpha-row-count", f"{E}.sink_alpha", "alpha_k divided by the keys each query sees instead of "
+           "the queries that see key k", _sink_alpha_row_count, ("wu-fig-5", "wu-fig-6", "sinks-synthetic-vs-real")),
+    Mutant("sink-share-unthresholded", f"{E}.sink_share", "sink share as the mean alpha_k, not the share of "
+           "alpha_k above the threshold", _sink_share_unthresholded, ("wu-fig-6",), own_cache=True),
+    Mutant("excess-peak-zero-based", f"{E}.excess_peaks", "the key with the largest excess reported 0-based",
+           _excess_peak_zero_based, ("wu-fig-6",)),
+    Mutant("net-ignores-mask", f"{MD}.EnsembleNet", "the network adds the positional bias but not the mask's "
+           "-inf", _net_ignores_mask, ("wu-fig-5", "wu-fig-6"), own_cache=True),
+    Mutant("llm-alpha-all-queries", f"{LL}.sink_alpha", "the real-model alpha_k divided by every query, "
+           "including those the mask hides it from", _llm_alpha_all_queries, ("sinks-synthetic-vs-real",)),
+    Mutant("gap-curve-reversed", f"{C}.gap_curve", "gap curves taken the other way round", _gap_curve_reversed,
+           ("wu-bias-over-training",)),
+    Mutant("gap-curve-one-early", f"{C}.gap_curve", "gap curves shifted one evaluation late",
+           _gap_curve_one_early, ("wu-bias-over-training",)),
+    Mutant("window-change-slope", f"{C}.window_change", "the stopping rule's change over the window as a "
+           "slope per iteration", _window_change_slope, ("wu-bias-over-training",)),
+    Mutant("gap-se-pooled", f"{C}.gap_se", "the gap's standard error sqrt(2) too large",
+           _gap_se_pooled, ("wu-bias-over-training",)),
+]
