@@ -53,3 +53,20 @@ def smoke_book(tmp_path_factory) -> dict:
                           capture_output=True, text=True)
     return {"root": tree, "code": proc.returncode, "log": proc.stdout + proc.stderr,
             "seconds": time.perf_counter() - t0, "html": tree / "_build" / "html", "env": env}
+
+
+# --- a tiny randomly initialised Llama: the real model's code path, for tests/test_llm*.py ---------------
+
+
+@pytest.fixture(scope="module")
+def one_layer():
+    from posbias import llm
+
+    return llm.tiny_llama(n_layers=1, seed=0)
+
+
+@pytest.fixture(scope="module")
+def two_layers():
+    from posbias import llm
+
+    return llm.tiny_llama(n_layers=2, seed=1)

@@ -114,7 +114,7 @@ def flushed_denormals() -> Iterator[bool]:
     in a sum with weights, activations or Adam's epsilon (1e-8) far larger, where it is lost in
     rounding: the weights, losses and accuracies stay the same to the last bit, and only AdamW's
     moments differ, in entries that are subnormal on one side and 0 on the other. Measured, not only
-    argued: tests/test_training.py trains on from a paper-run RoPE network, and 4,300 steps of its
+    argued: tests/test_training_loop.py trains on from a paper-run RoPE network, and 4,300 steps of its
     ensemble (an evaluation included) end in identical weights and curves both ways.
     """
     on = os.environ.get("POSBIAS_FLUSH_DENORMAL", "1").strip() != "0" and set_flush_denormal(True)
