@@ -19,7 +19,8 @@ from . import claims, convergence as cv
 
 __all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "units_at_best", "MEASURED_ALONG",
            "verdicts_over_training", "READINGS", "CONVERGED_VIEWS", "converged_comparison", "converged_counts", "reach",
-           "stop_table", "stopped_runs", "stop_mismatches", "fell_back", "paper_and_end", "spread_text", "spread_summary"]
+           "stop_table", "stopped_runs", "stop_mismatches", "fell_back", "paper_and_end", "spread_text",
+           "spread_summary"]
 
 #: The studies whose curves are read: name -> campaign (all at the paper's settings).
 STUDIES: dict[str, str] = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4",
@@ -232,14 +233,15 @@ def stopped_runs(converged: Mapping[str, Sequence[dict | None]]):
 def stop_mismatches(converged: Mapping[str, Sequence[dict | None]]) -> list[str]:
     """The runs of ``converged`` whose stored stop the rule, re-applied to their stored curves
     (:func:`posbias.convergence.stop_step` with the run's own ``n_test``), does not give: a run stopped
-    by the rule must end at the first evaluation where it holds, one at the cap must end at the cap
-    without the rule ever holding, and every curve must end where its run stopped. One line per
-    disagreement; empty when every run agrees."""
+    by the rule must end at the first evaluation where it holds, one at its cap (the run's ``steps``) must
+    end there without the rule ever holding, and every curve must end where its run stopped. One line
+    per disagreement; empty when every run agrees."""
     bad = []
     for label, seed, u in stopped_runs(converged):
         r, stop = cv.StopRule(**u["stop"]["rule"]), u["stop"]
         got = cv.stop_step(u["curves"], u["params"]["n_test"], r)
-        ok = got == stop["stopped_at"] if stop["reason"] == "rule" else got is None and stop["stopped_at"] == r.cap
+        cap = u["params"]["steps"]
+        ok = got == stop["stopped_at"] if stop["reason"] == "rule" else got is None and stop["stopped_at"] == cap
         if not ok or u["curves"]["step"][-1] != stop["stopped_at"]:
             bad.append(f"{label} run {seed}: stored {stop['stopped_at']:,} ({stop['reason']}), curve ends at "
                        f"{u['curves']['step'][-1]:,}, the rule gives {'never' if got is None else f'{got:,}'}")

@@ -95,6 +95,10 @@ def _window_change_slope(orig):
     return lambda steps, values, end, window: orig(steps, values, end, window) / window  # slope, not change
 
 
+def _rule_test_inverted(orig):
+    return lambda run, rule: not orig(run, rule)               # stops wherever the rule does not hold
+
+
 def _gap_se_pooled(orig):
     return lambda curves, name, n_test: orig(curves, name, n_test) * np.sqrt(2.0)  # one set counted twice
 
@@ -128,6 +132,8 @@ TRAINED_MUTANTS: list[Mutant] = [
            _gap_curve_one_early, ("wu-bias-over-training",)),
     Mutant("window-change-slope", f"{C}.window_change", "the stopping rule's change over the window as a "
            "slope per iteration", _window_change_slope, ("wu-bias-over-training",)),
+    Mutant("rule-test-inverted", "posbias.training.loop._rule_holds", "training stops at the first evaluation "
+           "where the stopping rule does not hold", _rule_test_inverted, ("wu-bias-over-training",), own_cache=True),
     Mutant("gap-se-pooled", f"{C}.gap_se", "the gap's standard error sqrt(2) too large",
            _gap_se_pooled, ("wu-bias-over-training",)),
 ]

@@ -230,7 +230,7 @@ def test_stop_mismatches_re_derives_each_stop_from_the_curves():
     cut = {k: v[:steps.index(stop) + 1] for k, v in c.items()}
 
     def run(curves, at, why, rule=cv.PLATEAU):
-        return {"params": {"n_test": N_TEST}, "curves": curves,
+        return {"params": {"n_test": N_TEST, "steps": 300_000}, "curves": curves,
                 "stop": {"rule": rule.to_dict(), "stopped_at": at, "reason": why}}
 
     assert ot.stop_mismatches({"x": [run(cut, stop, "rule"), None]}) == []
@@ -239,9 +239,11 @@ def test_stop_mismatches_re_derives_each_stop_from_the_curves():
                               "z": [run(c, stop, "rule")]})                   # the curve goes on past the stop
     assert [b.split(":")[0] for b in bad] == ["x run 0", "y run 0", "z run 0"]
     assert f"the rule gives {stop:,}" in bad[1]
-    # a run at its cap that never met the rule (a drift to the end) agrees, unless its own n_test is so
-    # small that the drift is within the rule's standard errors
+    # a run at its cap (its own steps) that never met the rule (a drift to the end) agrees, unless its own
+    # n_test is so small that the drift is within the rule's standard errors
     drift = {**c, "IC_first_last": [0.5 + s / 1e6 for s in steps], "IC_last_first": [0.5 - s / 1e6 for s in steps]}
-    capped = cv.StopRule(name="t", cap=300_000)
-    assert ot.stop_mismatches({"x": [run(drift, 300_000, "cap", capped)]}) == []
-    assert ot.stop_mismatches({"x": [{**run(drift, 300_000, "cap", capped), "params": {"n_test": 1}}]}) != []
+    assert ot.stop_mismatches({"x": [run(drift, 300_000, "cap")]}) == []
+    assert ot.stop_mismatches({"x": [{**run(drift, 300_000, "cap"), "params": {"n_test": 1, "steps": 300_000}}]})
+    short = {k: v[:5] for k, v in drift.items()}                                # a short run: cap 20,000
+    short_run = {**run(short, 20_000, "cap"), "params": {"n_test": N_TEST, "steps": 20_000}}
+    assert ot.stop_mismatches({"x": [short_run]}) == []
