@@ -71,15 +71,21 @@ def test_a_claim_that_changes_verdict_along_training_is_listed():
     assert set(tab[tab["claim"] == "fig2-rope-reduces-2"]["100k"]) == {"not yet"}
 
 
-def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settled():
-    from posbias import convergence as cv
+def _settling_curves():
+    """Curves to 300k whose first-last gap drifts 0.1 per 50k until 200k, then is flat; the loss is flat
+    throughout, the other gaps 0."""
     steps = list(range(0, 300_001, 5000))
-    # the first-last gap drifts 0.1 per 50k until 200k, then is flat; the loss is flat throughout
     fl = [0.1 * min(s, 200_000) / 50_000 for s in steps]
     c = {"step": steps, "loss": [1.0] * len(steps),
          "IC_first_last": [0.5 + g / 2 for g in fl], "IC_last_first": [0.5 - g / 2 for g in fl]}
     for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
         c[f"IC_{a}_{b}"] = [0.5] * len(steps)
+    return c
+
+
+def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settled():
+    from posbias import convergence as cv
+    c = _settling_curves()
     stop = cv.stop_step(c, N_TEST, cv.PLATEAU)
     u = {"curves": c, "ic_accuracy": {"IC_first_last": 0.9, "IC_last_first": 0.5},
          "stop": {"rule": cv.PLATEAU.to_dict(), "stopped_at": stop, "reason": "rule"}}
@@ -220,12 +226,8 @@ def test_the_comparison_sets_the_verdict_at_the_best_loss_beside_the_stop():
 
 def test_stop_mismatches_re_derives_each_stop_from_the_curves():
     from posbias import convergence as cv
-    steps = list(range(0, 300_001, 5000))
-    fl = [0.1 * min(s, 200_000) / 50_000 for s in steps]      # drifts until 200k, then flat
-    c = {"step": steps, "loss": [1.0] * len(steps),
-         "IC_first_last": [0.5 + g / 2 for g in fl], "IC_last_first": [0.5 - g / 2 for g in fl]}
-    for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle")):
-        c[f"IC_{a}_{b}"] = [0.5] * len(steps)
+    c = _settling_curves()
+    steps = c["step"]
     stop = cv.stop_step(c, N_TEST, cv.PLATEAU)
     cut = {k: v[:steps.index(stop) + 1] for k, v in c.items()}
 

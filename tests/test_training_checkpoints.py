@@ -242,13 +242,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
 def test_ensemble_from_checkpoint_reads_a_file_or_a_checkpoint_committed_in_parts(tmp_path, monkeypatch):
     """The same ensemble from the checkpoint file, from its parts (named by a part or by the whole's
     name), and nothing from a file that is no checkpoint (a clear error)."""
-    from posbias import store
-
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "manifest.json").write_text("{}")
-    monkeypatch.setattr(store, "DATA", data)
-    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
+    _own_data(tmp_path, monkeypatch)
     monkeypatch.setattr(parking, "PART_BYTES", 200_000)
     path = __import__("pathlib").Path(__file__).parent / "data" / "rope-step-35729.pt"
     target = parking.parked_path("wu-units", {"units": "rope-step-35729"})
