@@ -58,7 +58,8 @@ class Mutant:
 @contextlib.contextmanager
 def patched(target: str, replacement: Any) -> Iterator[None]:
     """Replace ``posbias.mod.name`` by ``replacement`` in ``mod`` and in every loaded ``posbias``
-    module that bound the same object by ``from mod import name``; restored on exit."""
+    module that bound the same object by ``from mod import name``; restored on exit, also in a module
+    first imported meanwhile that bound the replacement."""
     mod_name, name = target.rsplit(".", 1)
     mod = importlib.import_module(mod_name)
     original = getattr(mod, name)
@@ -72,6 +73,10 @@ def patched(target: str, replacement: Any) -> Iterator[None]:
     finally:
         for m in touched:
             setattr(m, name, original)
+        for m in list(sys.modules.values()):       # imported during the execution, bound to the mutant
+            if m is not None and getattr(m, "__name__", "").startswith("posbias") \
+                    and getattr(m, name, None) is replacement:
+                setattr(m, name, original)
 
 
 def _code_cells(chapter_id: str) -> list[tuple[list[str], str]]:

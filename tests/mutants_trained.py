@@ -99,6 +99,22 @@ def _rule_test_inverted(orig):
     return lambda run, rule: not orig(run, rule)               # stops wherever the rule does not hold
 
 
+def _paper_reads_default(orig):
+    def stored_campaign(experiment, profile="paper", **overrides):
+        return orig(experiment, "default" if profile == "paper" else profile, **overrides)
+    return stored_campaign                                      # the paper section reads the short runs
+
+
+def _rule_window_40k(orig):
+    import dataclasses
+
+    return lambda name: dataclasses.replace(orig(name), window=40_000)  # trains under another rule
+
+
+def _views_swapped(orig):
+    return {"primary": orig["secondary"], "secondary": orig["primary"]}
+
+
 def _gap_se_pooled(orig):
     return lambda curves, name, n_test: orig(curves, name, n_test) * np.sqrt(2.0)  # one set counted twice
 
@@ -134,6 +150,12 @@ TRAINED_MUTANTS: list[Mutant] = [
            "slope per iteration", _window_change_slope, ("wu-bias-over-training",)),
     Mutant("rule-test-inverted", "posbias.training.loop._rule_holds", "training stops at the first evaluation "
            "where the stopping rule does not hold", _rule_test_inverted, ("wu-bias-over-training",), own_cache=True),
+    Mutant("paper-reads-default", "posbias.training.campaigns.stored_campaign", "the committed paper-profile "
+           "networks looked up under the default profile", _paper_reads_default, TRAINED[:5]),
+    Mutant("rule-window-40k", f"{C}.rule", "the stopping rule looked up with a 40,000-iteration window",
+           _rule_window_40k, ("wu-bias-over-training",)),
+    Mutant("views-swapped", "posbias.overtraining.CONVERGED_VIEWS", "the converged networks read at the best "
+           "loss first, where they stopped second", _views_swapped, ("wu-bias-over-training",)),
     Mutant("gap-se-pooled", f"{C}.gap_se", "the gap's standard error sqrt(2) too large",
            _gap_se_pooled, ("wu-bias-over-training",)),
 ]

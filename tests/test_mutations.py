@@ -126,6 +126,25 @@ def test_a_mutant_is_undone_after_its_execution():
     assert bool(masks.causal_mask(3)[2, 0]) and not bool(masks.causal_mask(3)[0, 2])
 
 
+def test_a_mutant_bound_by_a_module_imported_meanwhile_is_undone_too():
+    """A module first imported during an execution binds the mutant by ``from mod import name``; it must
+    not keep it (a mutant of ``stored_campaign`` made every later execution of wu-bias-over-training
+    read the default profile, through ``posbias.claims``)."""
+    import types
+
+    import posbias.masks as masks
+    from posbias.mutation import patched
+
+    original, probe = masks.causal_mask, types.ModuleType("posbias._probe")
+    try:
+        with patched("posbias.masks.causal_mask", lambda n: None):
+            probe.causal_mask = masks.causal_mask                  # as ``from posbias.masks import ...``
+            sys.modules["posbias._probe"] = probe
+        assert probe.causal_mask is original and masks.causal_mask is original
+    finally:
+        sys.modules.pop("posbias._probe", None)
+
+
 def test_teeth_json_is_up_to_date():
     table = teeth_table()
     if os.environ.get("POSBIAS_UPDATE_TEETH") == "1":
