@@ -73,10 +73,11 @@ def patched(target: str, replacement: Any) -> Iterator[None]:
     finally:
         for m in touched:
             setattr(m, name, original)
-        for m in list(sys.modules.values()):       # imported during the execution, bound to the mutant
-            if m is not None and getattr(m, "__name__", "").startswith("posbias") \
-                    and getattr(m, name, None) is replacement:
-                setattr(m, name, original)
+        late = [m for m in list(sys.modules.values())      # imported during the execution, bound to the mutant
+                if m is not None and getattr(m, "__name__", "").startswith("posbias")
+                and getattr(m, name, None) is replacement]
+        for m in late:
+            setattr(m, name, original)
 
 
 def _code_cells(chapter_id: str) -> list[tuple[list[str], str]]:
