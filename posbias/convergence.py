@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["GAP_NAMES", "StopRule", "PLATEAU", "RULES", "rule", "gap_curve", "gap_se", "window_change",
-           "rule_parts", "rule_holds", "first_held", "stop_step", "loss_rise", "sign_stable_from", "plateau_rows"]
+           "rule_reading", "describe_reading", "rule_parts", "rule_holds",
+           "first_held", "stop_step", "loss_rise", "sign_stable_from", "plateau_rows"]
 
 #: The paper's three gaps, ``"a-b"``: ``acc(IC_a_b) - acc(IC_b_a)``, positive = the earlier slot preferred.
 GAP_NAMES = ("first-middle", "first-last", "middle-last")
@@ -114,6 +115,24 @@ def _at(steps: Sequence[int], end: int) -> int:
     return idx[0]
 
 
+def _changes(curves: Mapping[str, Sequence], n_test: int, r: StopRule,
+             end: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each part of ``r`` at the evaluation ``end`` as (fitted change over the window, the change the
+    rule allows): a gap's allowance is ``gap_z`` standard errors of one measurement at ``end``, the
+    loss's ``loss_rel`` of its value there. Assumes the window is covered."""
+    steps = list(curves["step"])
+    i = _at(steps, end)
+    out = {name: (window_change(steps, gap_curve(curves, name), end, r.window),
+                  r.gap_z * gap_se(curves, name, n_test)[i]) for name in GAP_NAMES}
+    loss = np.asarray(curves["loss"], dtype=float)
+    out["loss"] = (window_change(steps, loss, end, r.window), r.loss_rel * np.abs(loss[i]))
+    return out
+
+
+def _covered(steps: Sequence[int], r: StopRule, end: int) -> bool:
+    return end >= r.min_step and end - r.window >= steps[0]
+
+
 def rule_parts(curves: Mapping[str, Sequence], n_test: int, r: StopRule,
                end: int | None = None) -> dict[str, np.ndarray]:
     """Each part of ``r`` at the evaluation ``end`` (default the last): ``{gap name: held, ...,
@@ -124,15 +143,38 @@ def rule_parts(curves: Mapping[str, Sequence], n_test: int, r: StopRule,
     end = steps[-1] if end is None else end
     i = _at(steps, end)
     shape = np.shape(np.asarray(curves["loss"][i]))
-    if end < r.min_step or end - r.window < steps[0]:
+    if not _covered(steps, r, end):
         return {name: np.zeros(shape, dtype=bool) if shape else np.bool_(False) for name in (*GAP_NAMES, "loss")}
-    parts = {}
-    for name in GAP_NAMES:
-        change = window_change(steps, gap_curve(curves, name), end, r.window)
-        parts[name] = np.abs(change) <= r.gap_z * gap_se(curves, name, n_test)[i]
-    loss = np.asarray(curves["loss"], dtype=float)
-    parts["loss"] = np.abs(window_change(steps, loss, end, r.window)) <= r.loss_rel * np.abs(loss[i])
-    return parts
+    return {name: np.abs(change) <= allowed for name, (change, allowed) in _changes(curves, n_test, r, end).items()}
+
+
+def rule_reading(curves: Mapping[str, Sequence], n_test: int, r: StopRule,
+                 end: int | None = None) -> dict[str, np.ndarray] | None:
+    """How far each part of ``r`` is from holding at the evaluation ``end`` (default the last), in the
+    rule's own units: ``{gap name: fitted change over the window in standard errors of one measurement,
+    ..., "loss": fitted change as a fraction of the loss}``, signed, each a float or ``(E,)``. A part
+    holds when its reading is within ``gap_z`` (gaps) or ``loss_rel`` (loss) of 0. None before
+    ``r.min_step`` or when the window is not covered."""
+    steps = list(curves["step"])
+    end = steps[-1] if end is None else end
+    _at(steps, end)
+    if not _covered(steps, r, end):
+        return None
+    ch = _changes(curves, n_test, r, end)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = {name: ch[name][0] * r.gap_z / ch[name][1] for name in GAP_NAMES}
+        out["loss"] = ch["loss"][0] * r.loss_rel / ch["loss"][1]
+    return out
+
+
+def describe_reading(reading: Mapping[str, np.ndarray] | None, r: StopRule, end: int) -> str:
+    """:func:`rule_reading` of one unit as a phrase: each gap's change in SE and the loss's in percent,
+    beside what the rule allows."""
+    if reading is None:
+        return f"the rule is not read at {end:,} (from {r.min_step:,}, over {r.window:,} iterations)"
+    gaps = ", ".join(f"{n} {float(reading[n]):+.1f}" for n in GAP_NAMES)
+    return (f"at {end:,} over the last {r.window:,} iterations the gaps moved {gaps} SE (the rule allows "
+            f"{r.gap_z:g}) and the loss {100 * float(reading['loss']):+.1f}% (allows {r.loss_rel:.0%})")
 
 
 def rule_holds(curves: Mapping[str, Sequence], n_test: int, r: StopRule, end: int | None = None) -> np.ndarray:

@@ -2,6 +2,8 @@
 curves with a known plateau, a known drift and a known sign change, and on a tiny training run."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from posbias import convergence as cv
 from posbias import train
@@ -123,6 +125,40 @@ def test_rule_parts_name_the_part_that_fails_and_first_held_finds_the_gaps_alone
     assert cv.first_held(c, N_TEST, cv.PLATEAU, ["loss"]) == cv.stop_step(c, N_TEST, cv.PLATEAU) > 250_000
     # before min_step nothing holds, whatever the curves
     assert not any(bool(v) for v in cv.rule_parts(c, N_TEST, cv.PLATEAU, 50_000).values())
+
+
+def test_rule_reading_gives_each_drift_in_the_rules_own_units():
+    # the first-last gap moves 3 SE (of step 0) per 50,000 iterations, the loss falls 2% of 1 per 50,000
+    se0 = float(cv.gap_se(_curves([0], [0.0], [1.0]), "first-last", N_TEST)[0])
+    loss = [1.0 - 0.02 * s / 50_000 for s in STEPS]
+    c = _curves(STEPS, [3 * se0 * s / 50_000 for s in STEPS], loss)
+    end = 200_000
+    i = STEPS.index(end)
+    got = cv.rule_reading(c, N_TEST, cv.PLATEAU, end)
+    assert float(got["first-last"]) == pytest.approx(3 * se0 / cv.gap_se(c, "first-last", N_TEST)[i], rel=1e-9)
+    assert float(got["first-middle"]) == float(got["middle-last"]) == 0.0
+    assert float(got["loss"]) == pytest.approx(-0.02 / loss[i], rel=1e-9)
+    assert cv.rule_reading(c, N_TEST, cv.PLATEAU, 95_000) is None                 # before min_step
+    text = cv.describe_reading(got, cv.PLATEAU, end)
+    assert text == ("at 200,000 over the last 50,000 iterations the gaps moved first-middle +0.0, first-last +3.0, "
+                    "middle-last +0.0 SE (the rule allows 2) and the loss -2.2% (allows 1%)")
+    assert "not read at 95,000" in cv.describe_reading(None, cv.PLATEAU, 95_000)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([100_000, 150_000, 300_000]))
+def test_a_part_holds_exactly_when_its_reading_is_within_the_rules_bound(seed, end):
+    rng = np.random.default_rng(seed)
+    n = len(STEPS)
+    c = {"step": STEPS, "loss": list(1.0 + np.cumsum(rng.normal(0, 0.004, n)))}
+    for a in ("first", "middle", "last"):
+        for b in ("first", "middle", "last"):
+            if a != b:
+                c[f"IC_{a}_{b}"] = list(np.clip(0.5 + np.cumsum(rng.normal(0, 0.003, n)), 0.01, 0.99))
+    parts, reading = cv.rule_parts(c, N_TEST, cv.PLATEAU, end), cv.rule_reading(c, N_TEST, cv.PLATEAU, end)
+    for g in cv.GAP_NAMES:
+        assert bool(parts[g]) == (abs(float(reading[g])) <= cv.PLATEAU.gap_z)
+    assert bool(parts["loss"]) == (abs(float(reading["loss"])) <= cv.PLATEAU.loss_rel)
 
 
 def test_loss_rise_finds_a_collapse_and_not_a_descent():

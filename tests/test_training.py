@@ -196,6 +196,29 @@ def test_format_status_projects_at_the_latest_sittings_pace():
     assert len(priced.splitlines()) == 5
 
 
+def test_status_reads_the_stopping_rule_on_a_rule_stopped_checkpoint():
+    """A unit trained until a rule holds: its status line says how far each part is from holding at its
+    last evaluation, read from the checkpoint's curves (one list per evaluation, one member)."""
+    from posbias import convergence as cv
+    from posbias.training import status as status_mod
+    kw = dict(steps=500_000, seeds=[2], eval_every=5000, n_test=10_000, n_sweep=8, n_sink=8, configs=["RoPE|6"])
+    (u,) = train.campaign_units("wu-converged", stop_rule="plateau-50k", **kw)["RoPE|6"]
+    steps = list(range(0, 150_001, 5000))
+    curves = {"step": steps, "loss": [[1.0 - 0.02 * s / 50_000] for s in steps]}
+    for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle"),
+                 ("first", "last"), ("last", "first")):
+        curves[f"IC_{a}_{b}"] = [[0.5]] * len(steps)
+    text = status_mod._reading({"curves": curves}, u)
+    flat = {k: [v[0] if isinstance(v, list) else v for v in vs] for k, vs in curves.items()}
+    assert text == cv.describe_reading(cv.rule_reading(flat, 10_000, cv.PLATEAU), cv.PLATEAU, 150_000)
+    assert "first-last +0.0" in text and "the loss -2.1%" in text      # -0.02 / 0.94
+    fixed = dataclasses.replace(u, stop_rule=None)
+    assert status_mod._reading({"curves": curves}, fixed) is None and status_mod._reading({}, u) is None
+    row = dict(depth=6, masks="causal", pe="rope", members=1, steps=500_000, step=150_886, wall=4_000.0, age=5.0)
+    lines = train.format_status(train.CampaignStatus(35, 12, [train.EnsembleStatus(**row, reading=text)]))
+    assert lines.splitlines()[-1] == "    stopping rule: " + text
+
+
 def test_training_time_counts_each_ensemble_and_each_split_once():
     """A :class:`train.TrainingTime` (frozen): members of one ensemble share its wall time, which counts
     once; two parts cut from a larger ensemble carry its time up to the split, which counts once."""

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from .. import convergence as cv
 from .. import parking
 from ..cost import human_seconds
 from . import checkpoints as ck
@@ -21,7 +22,9 @@ class EnsembleStatus:
     ``sitting_pace`` (seconds per step in the latest sitting; ``None`` before a step or for a
     checkpoint that predates the record) and ``age`` (seconds since it was saved); ``committed``
     when the furthest checkpoint is the one in ``data/checkpoints``; ``split_from``: the member
-    count of the larger ensemble whose checkpoint it will be cut from, or ``None``."""
+    count of the larger ensemble whose checkpoint it will be cut from, or ``None``; ``reading``: for a
+    unit trained until a stopping rule holds, how far each part of the rule is from holding at its last
+    evaluation (:func:`~posbias.convergence.describe_reading`), else ``None``."""
 
     depth: int
     masks: str
@@ -34,6 +37,16 @@ class EnsembleStatus:
     age: float | None = None
     committed: bool = False
     split_from: int | None = None
+    reading: str | None = None
+
+
+def _reading(state: dict[str, Any], unit: Any) -> str | None:
+    """The stopping rule's reading on the one unit of a rule-stopped checkpoint ``state``."""
+    if unit.stop_rule is None or not state.get("curves", {}).get("step"):
+        return None
+    curves = {k: [v[0] if isinstance(v, list) else v for v in vs] for k, vs in state["curves"].items()}
+    r = cv.rule(unit.stop_rule)
+    return cv.describe_reading(cv.rule_reading(curves, unit.n_test, r), r, curves["step"][-1])
 
 
 @dataclass(frozen=True)
@@ -71,7 +84,8 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
         if split is None and "from_wall" in last and st["step"] > last["from_step"]:
             pace = (float(st["wall"]) - last["from_wall"]) / (st["step"] - last["from_step"])
         rows.append(replace(row, step=int(st["step"]), wall=float(st["wall"]), sitting_pace=pace, age=age,
-                            committed=src.committed, split_from=split))
+                            committed=src.committed, split_from=split,
+                            reading=_reading(st, u) if split is None and len(part) == 1 else None))
     return CampaignStatus(len(units), len(units) - len(missing), rows)
 
 
@@ -144,7 +158,8 @@ def format_status(status: CampaignStatus, model: Callable[[int], float] | None =
                      + f", about {human_seconds((r.steps - r.step) * (now or pace))} to go at "
                      + ("that pace" if now is None else "the latest pace")
                      + ("; from the committed checkpoint" if r.committed else
-                        "" if r.age is None else f"; checkpoint saved {r.age:.0f} s ago"))
+                        "" if r.age is None else f"; checkpoint saved {r.age:.0f} s ago")
+                     + ("" if r.reading is None else f"\n    stopping rule: {r.reading}"))
     return "\n".join(lines)
 
 
