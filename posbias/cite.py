@@ -96,9 +96,10 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
                    "`book/teeth.json`, kept up to date by `tests/test_mutations.py`): each check says how many "
                    "of its chapter's mutants it kills (where the chapter has a seed, at its own and at two others "
                    "alike: a failure on one seed's noise is not a kill); one that kills none is *descriptive*. "
-                   "Checks that only verify committed files (the trained chapters' `paper-` step counts, counts "
-                   "out of the test set, stored maps inside their masks) guard data/ against damage, which no "
-                   "wrong version of the code reproduces; they are descriptive here.",
+                   "Checks of the committed networks (the trained chapters' `paper-` step counts, counts out of "
+                   "the test set, stored gaps and maps) are tried against records as a wrong writer would have "
+                   "stored them (the `record-` mutants): a damaged file never reaches them, data/manifest.json "
+                   "refuses it first.",
                    ""]
     for cid, res in results.items():
         if res is None:

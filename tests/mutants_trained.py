@@ -9,6 +9,8 @@ each is caught and records which check catches it in ``book/teeth.json``.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -119,6 +121,52 @@ def _gap_se_pooled(orig):
     return lambda curves, name, n_test: orig(curves, name, n_test) * np.sqrt(2.0)  # one set counted twice
 
 
+# ------------------------------------------------------------------ records as a wrong writer would store them
+# The committed records are verified against data/manifest.json before any chapter reads them, so an
+# edited file never reaches a check; what the paper-profile checks guard against is a record written
+# wrong, by the code of its day, and hashed as written. These mutants return every looked-up record as
+# such a writer would have stored it (the smoke networks' records too). wu-bias-over-training is not
+# given the curves one evaluation short: its table of verdicts against iteration then raises ("no
+# evaluation at step 100000") before its check on where the curves end, a crash rather than a catch.
+def _record_edit(edit):
+    def make(orig):
+        def lookup(unit):
+            rec = orig(unit)
+            return None if rec is None else edit(copy.deepcopy(rec))
+        return lookup
+    return make
+
+
+def _gaps_one_eval_stale(rec):
+    c = rec["curves"]                                           # gaps from the evaluation before the last
+    rec["gaps"] = {k: c[f"IC_{a}_{b}"][-2] - c[f"IC_{b}_{a}"][-2] for k in rec["gaps"] for a, b in [k.split("-")]}
+    return rec
+
+
+def _accuracies_over_n_plus_one(rec):
+    n = rec["params"]["n_test"]                                 # correct count / (n_test + 1), gaps alike
+    rec["ic_accuracy"] = {k: v * n / (n + 1) for k, v in rec["ic_accuracy"].items()}
+    rec["curves"] = {k: [x * n / (n + 1) for x in v] if k.startswith("IC_") else v for k, v in rec["curves"].items()}
+    rec["gaps"] = {k: v * n / (n + 1) for k, v in rec["gaps"].items()}
+    return rec
+
+
+def _curves_one_eval_short(rec):
+    rec["curves"] = {k: v[:-1] for k, v in rec["curves"].items()}  # the last evaluation never written
+    return rec
+
+
+def _attention_unmasked(rec):
+    a = np.asarray(rec["mean_attention"], dtype=float)         # maps averaged before the mask: uniform rows
+    rec["mean_attention"] = (np.ones_like(a) / a.shape[-1]).tolist()
+    return rec
+
+
+def _residual_flag_dropped(rec):
+    rec["params"] = {**rec["params"], "residual": False}       # the record's settings without the residual
+    return rec
+
+
 E, C, MD, LL = "posbias.evaluate", "posbias.convergence", "posbias.model", "posbias.llm"
 TRAINED = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5", "wu-fig-6", "wu-residual-depth")
 GAPS = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-residual-depth")
@@ -158,4 +206,15 @@ TRAINED_MUTANTS: list[Mutant] = [
            "loss first, where they stopped second", _views_swapped, ("wu-bias-over-training",)),
     Mutant("gap-se-pooled", f"{C}.gap_se", "the gap's standard error sqrt(2) too large",
            _gap_se_pooled, ("wu-bias-over-training",)),
+    Mutant("record-gaps-stale", "posbias.training.campaigns.lookup", "records store the gaps of the evaluation "
+           "before the last", _record_edit(_gaps_one_eval_stale), GAPS),
+    Mutant("record-accuracy-over-n-plus-one", "posbias.training.campaigns.lookup", "records store every accuracy "
+           "as the correct count over n_test + 1", _record_edit(_accuracies_over_n_plus_one), TRAINED),
+    Mutant("record-curves-one-short", "posbias.training.campaigns.lookup", "records lack the last evaluation of "
+           "their curves", _record_edit(_curves_one_eval_short), ("wu-fig-3", "wu-fig-5", "wu-residual-depth")),
+    Mutant("record-attention-unmasked", "posbias.training.campaigns.lookup", "records store mean attention maps "
+           "with weight on every key, the masked ones too", _record_edit(_attention_unmasked),
+           ("wu-fig-5", "wu-fig-6")),
+    Mutant("record-residual-dropped", "posbias.training.campaigns.lookup", "records' settings say no residual "
+           "connection", _record_edit(_residual_flag_dropped), ("wu-fig-5", "wu-residual-depth")),
 ]
