@@ -13,7 +13,8 @@ The name ``defaults`` is True for the chapter's default parameters, whose expens
 committed: ``seconds: "25 if defaults else 25 + 5e-9 * sims * ..."``. A chapter that trains networks
 (:data:`posbias.training.CHAPTER_CAMPAIGNS`) adds, for every unit it
 reads that is not stored yet (``data/`` or the user cache), its steps times ``network_step`` at the
-unit's depth. ``posbias run`` prints the estimate first, asks for ``--yes`` above :data:`LONG_SECONDS`
+unit's depth, and to the declared peak the attention maps its largest ensemble holds at the end of
+training (:func:`maps_mb`). ``posbias run`` prints the estimate first, asks for ``--yes`` above :data:`LONG_SECONDS`
 on a terminal, and refuses a run whose peak exceeds the memory available (:func:`available_mb`).
 """
 from __future__ import annotations
@@ -87,25 +88,38 @@ def network_step(chapter: Chapter, params: dict[str, Any]) -> Callable[[int], fl
     return lambda depth: _eval(chapter, "network_step", {**params, "depth": depth})
 
 
-def _training(chapter: Chapter, params: dict[str, Any]) -> tuple[float, int, int]:
-    """Seconds to train the units ``chapter`` reads with ``params`` that are not stored, and
-    (stored, total) units; (0, 0, 0) for a chapter that trains nothing."""
+def _training(chapter: Chapter, params: dict[str, Any]) -> tuple[float, float, int, int]:
+    """Seconds to train the units ``chapter`` reads with ``params`` that are not stored, the peak MiB
+    of their attention maps (:func:`maps_mb`), and (stored, total) units; zeros for a chapter that
+    trains nothing."""
     model = network_step(chapter, params)
     if model is None:
-        return 0.0, 0, 0
-    from .training import campaigns
+        return 0.0, 0.0, 0, 0
+    from .training import campaigns, planning
 
     experiment, profile, overrides = campaigns.chapter_campaign(chapter.id, params)
     units = campaigns.distinct(campaigns.units_of(experiment, profile, overrides))
     missing = [u for u in units if not campaigns.stored(u)]
     seconds = sum(u.steps * model(u.depth) for u in missing)
-    return seconds, len(units) - len(missing), len(units)
+    parts = planning.ensembles(missing, planning.auto_members(missing, 1), []) if missing else []
+    return seconds, max((maps_mb(p) for p in parts), default=0.0), len(units) - len(missing), len(units)
+
+
+def maps_mb(part: list[Any]) -> float:
+    """MiB an ensemble ``part`` of units holds at the end of training for its attention maps on
+    ``n_sink`` sequences (``evaluate.attention_maps``: ``(E, depth, n_sink, T, T)`` float32, built from
+    chunks and concatenated, so twice that at once), plus one member's copy for its sink statistics."""
+    from .task import TaskConfig
+
+    u, t = part[0], TaskConfig().n_tokens
+    return (2 * len(part) + 1) * u.depth * u.n_sink * t * t * 4 / 2 ** 20
 
 
 def estimate(chapter: Chapter, params: dict[str, Any]) -> Estimate:
-    """The cost of running ``chapter`` with the resolved ``params`` (see the module docstring)."""
-    train, stored, total = _training(chapter, params)
-    return Estimate(_eval(chapter, "seconds", params) + train, _eval(chapter, "memory_mb", params),
+    """The cost of running ``chapter`` with the resolved ``params`` (see the module docstring): the
+    declared peak memory plus, for a chapter that trains, its largest ensemble's attention maps."""
+    train, maps, stored, total = _training(chapter, params)
+    return Estimate(_eval(chapter, "seconds", params) + train, _eval(chapter, "memory_mb", params) + maps,
                     train, stored, total, declared=bool(chapter.meta.get("cost")))
 
 

@@ -83,6 +83,23 @@ def test_absurd_parameters_of_wu_thm_4_1_are_caught():
     assert est.memory_mb > 1e6 and est.seconds > 3600
 
 
+def test_a_trained_chapter_counts_its_attention_maps_in_the_peak(monkeypatch):
+    """Training ends by holding every member's attention maps on ``n_sink`` sequences: the estimate grows
+    with n_sink as the largest ensemble's maps do (measured: ``wu-residual-depth`` with three seeds and
+    n_sink 97,831 peaked at 13,980 MiB resident, estimated 14,721; the flat 700 it declares said 700)."""
+    ch = get_chapter("wu-residual-depth")
+    at = {n: cost.estimate(ch, ch.resolve("default", {"seeds": "[7001, 7002, 7003]", "n_sink": str(n)})).memory_mb
+          for n in (49_999, 99_998)}
+    extra = {n: m - 700 for n, m in at.items()}
+    assert extra[49_999] > 5_000 and extra[99_998] == pytest.approx(2 * extra[49_999], rel=1e-9)
+    monkeypatch.setattr(cost, "available_mb", lambda: 8000.0)
+    with pytest.raises(ParamError, match="more than the 8,000 MiB available"):
+        runner.gate_cost(ch, ch.resolve("default", {"seeds": "[7001, 7002, 7003]", "n_sink": "99998"}),
+                         yes=True, quiet=True)
+    smoke = cost.estimate(ch, ch.resolve("smoke", {}))
+    assert smoke.memory_mb < 710                                  # 32 sequences: the maps are a few KiB
+
+
 def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
     """Figure 2's paper campaign is committed: nothing to go, and the hours trained are the stored
     units' ensembles' wall times, each ensemble once."""
