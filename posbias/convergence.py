@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["GAP_NAMES", "StopRule", "PLATEAU", "RULES", "rule", "gap_curve", "gap_se", "window_change",
-           "rule_reading", "describe_reading", "rule_parts", "rule_holds",
+           "member_curves", "rule_reading", "describe_reading", "rule_parts", "rule_holds",
            "first_held", "stop_step", "loss_rise", "sign_stable_from", "plateau_rows"]
 
 #: The paper's three gaps, ``"a-b"``: ``acc(IC_a_b) - acc(IC_b_a)``, positive = the earlier slot preferred.
@@ -76,6 +76,12 @@ def rule(name: str) -> StopRule:
     if name not in RULES:
         raise ValueError(f"unknown stopping rule {name!r}; known: {', '.join(RULES)}")
     return RULES[name]
+
+
+def member_curves(curves: Mapping[str, Sequence], e: int = 0) -> dict[str, list]:
+    """Member ``e``'s curves from an ensemble's (one list per evaluation, as training and its
+    checkpoints hold them); a unit's own curves (one value per evaluation) pass unchanged."""
+    return {k: [row[e] if isinstance(row, list) else row for row in v] for k, v in curves.items()}
 
 
 def gap_curve(curves: Mapping[str, Sequence], name: str) -> np.ndarray:

@@ -170,3 +170,10 @@ def test_loss_rise_finds_a_collapse_and_not_a_descent():
     collapse = [0.0] + [3.3 - 0.8 * min(s, 120_000) / 120_000 if s < 220_000 else 3.4 for s in steps[1:]]
     rise, best = cv.loss_rise({"step": steps, "loss": collapse})
     assert best == 120_000 and rise == pytest.approx(3.4 / 2.5 - 1)
+
+
+def test_member_curves_picks_one_member_and_leaves_a_units_curves_alone():
+    ens = {"step": [0, 10], "loss": [[0.0, 0.0], [2.0, 3.0]], "IC_first_last": [[0.1, 0.2], [0.5, 0.6]]}
+    assert cv.member_curves(ens, 1) == {"step": [0, 10], "loss": [0.0, 3.0], "IC_first_last": [0.2, 0.6]}
+    unit = {"step": [0, 10], "loss": [0.0, 2.0]}
+    assert cv.member_curves(unit) == unit

@@ -209,7 +209,7 @@ def test_status_reads_the_stopping_rule_on_a_rule_stopped_checkpoint():
                  ("first", "last"), ("last", "first")):
         curves[f"IC_{a}_{b}"] = [[0.5]] * len(steps)
     text = status_mod._reading({"curves": curves}, u)
-    flat = {k: [v[0] if isinstance(v, list) else v for v in vs] for k, vs in curves.items()}
+    flat = cv.member_curves(curves)
     assert text == cv.describe_reading(cv.rule_reading(flat, 10_000, cv.PLATEAU), cv.PLATEAU, 150_000)
     assert "first-last +0.0" in text and "the loss -2.1%" in text      # -0.02 / 0.94
     fixed = dataclasses.replace(u, stop_rule=None)

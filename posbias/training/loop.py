@@ -257,10 +257,9 @@ def _stop_rule(units: list[Unit]) -> Any:
 
 def _rule_holds(run: "Ensemble", rule: Any) -> bool:
     """Does ``rule`` hold on the one member's curves at its last evaluation?"""
-    from ..convergence import rule_holds
+    from ..convergence import member_curves, rule_holds
 
-    c = {k: [row[0] if isinstance(row, list) else row for row in v] for k, v in run.curves.items()}
-    return bool(rule_holds(c, run.units[0].n_test, rule))
+    return bool(rule_holds(member_curves(run.curves), run.units[0].n_test, rule))
 
 
 def _resume(run: "Ensemble", ckpt: Path, log: ck.Log, flush: bool) -> Path:

@@ -44,7 +44,7 @@ def _reading(state: dict[str, Any], unit: Any) -> str | None:
     """The stopping rule's reading on the one unit of a rule-stopped checkpoint ``state``."""
     if unit.stop_rule is None or not state.get("curves", {}).get("step"):
         return None
-    curves = {k: [v[0] if isinstance(v, list) else v for v in vs] for k, vs in state["curves"].items()}
+    curves = cv.member_curves(state["curves"])
     r = cv.rule(unit.stop_rule)
     return cv.describe_reading(cv.rule_reading(curves, unit.n_test, r), r, curves["step"][-1])
 
