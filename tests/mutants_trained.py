@@ -10,6 +10,7 @@ each is caught and records which check catches it in ``book/teeth.json``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import torch
@@ -162,6 +163,14 @@ def _attention_unmasked(rec):
     return rec
 
 
+def _full_reads_causal(orig):
+    def lookup(unit):
+        if unit.config.mask == "full":                           # records keyed without the mask
+            unit = dataclasses.replace(unit, config=dataclasses.replace(unit.config, mask="causal"))
+        return orig(unit)
+    return lookup
+
+
 def _residual_flag_dropped(rec):
     rec["params"] = {**rec["params"], "residual": False}       # the record's settings without the residual
     return rec
@@ -217,4 +226,6 @@ TRAINED_MUTANTS: list[Mutant] = [
            ("wu-fig-5", "wu-fig-6")),
     Mutant("record-residual-dropped", "posbias.training.campaigns.lookup", "records' settings say no residual "
            "connection", _record_edit(_residual_flag_dropped), ("wu-fig-5", "wu-residual-depth")),
+    Mutant("record-full-reads-causal", "posbias.training.campaigns.lookup", "records keyed without the mask: a "
+           "full-mask network is read from the causal network's record", _full_reads_causal, ("wu-fig-3",)),
 ]
