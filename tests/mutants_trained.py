@@ -157,6 +157,12 @@ def _curves_one_eval_short(rec):
     return rec
 
 
+def _steps_one_eval_late(rec):
+    every = rec["params"]["eval_every"]                         # each evaluation labelled with the next one's step
+    rec["curves"] = {**rec["curves"], "step": [s + every for s in rec["curves"]["step"]]}
+    return rec
+
+
 def _attention_unmasked(rec):
     a = np.asarray(rec["mean_attention"], dtype=float)         # maps averaged before the mask: uniform rows
     rec["mean_attention"] = (np.ones_like(a) / a.shape[-1]).tolist()
@@ -221,6 +227,8 @@ TRAINED_MUTANTS: list[Mutant] = [
            "as the correct count over n_test + 1", _record_edit(_accuracies_over_n_plus_one), TRAINED),
     Mutant("record-curves-one-short", "posbias.training.campaigns.lookup", "records lack the last evaluation of "
            "their curves", _record_edit(_curves_one_eval_short), ("wu-fig-3", "wu-fig-5", "wu-residual-depth")),
+    Mutant("record-steps-one-late", "posbias.training.campaigns.lookup", "records label each evaluation with "
+           "the step of the one after it", _record_edit(_steps_one_eval_late), ("wu-bias-over-training",)),
     Mutant("record-attention-unmasked", "posbias.training.campaigns.lookup", "records store mean attention maps "
            "with weight on every key, the masked ones too", _record_edit(_attention_unmasked),
            ("wu-fig-5", "wu-fig-6")),
