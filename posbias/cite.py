@@ -98,8 +98,8 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
                    "alike: a failure on one seed's noise is not a kill); one that kills none is *descriptive*. "
                    "Checks of the committed networks (the trained chapters' `paper-` step counts, counts out of "
                    "the test set, stored gaps and maps) are tried against records as a wrong writer would have "
-                   "stored them (the `record-` mutants): a damaged file never reaches them, data/manifest.json "
-                   "refuses it first.",
+                   "stored them, or under another network's key (the `record-` mutants): a damaged file never "
+                   "reaches them, data/manifest.json refuses it first.",
                    ""]
     for cid, res in results.items():
         if res is None:

@@ -128,7 +128,9 @@ def _gap_se_pooled(orig):
 # wrong, by the code of its day, and hashed as written. These mutants return every looked-up record as
 # such a writer would have stored it (the smoke networks' records too). wu-bias-over-training is not
 # given the curves one evaluation short: its table of verdicts against iteration then raises ("no
-# evaluation at step 100000") before its check on where the curves end, a crash rather than a catch.
+# evaluation at step 100000") before its check on where the curves end, a crash rather than a catch;
+# its curves' step labels one evaluation late reach that check instead. One mutant returns a right
+# record under the wrong key, as a store keyed without the mask would (`_full_reads_causal`).
 def _record_edit(edit):
     def make(orig):
         def lookup(unit):
