@@ -18,7 +18,7 @@ from .stats import seed_mean_se, t_critical, verdict
 from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps", "sink_alpha",
-           "uniform_sink_alpha", "sink_share", "seed_mean_se", "stack", "gap_curves", "final_accuracy",
+           "uniform_sink_alpha", "uniform_sink_rate", "sink_share", "seed_mean_se", "stack", "gap_curves", "final_accuracy",
            "loss_rose", "training_sanity", "check_training", "attention_residual", "FIG2_PES", "Coverage",
            "coverage", "complete_depths", "rising", "fig2_table", "FIG3_NAMES", "fig3_name",
            "slot_preference", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve", "sink_summary",
@@ -93,6 +93,13 @@ def uniform_sink_alpha(mask: torch.Tensor) -> torch.Tensor:
     Under a causal mask ``alpha_1 = H_T / T`` (harmonic number)."""
     uniform = masked_softmax(torch.zeros(mask.shape, dtype=torch.float64), mask)
     return sink_alpha(uniform, mask)
+
+
+def uniform_sink_rate(mask: torch.Tensor, threshold: float = 0.3) -> torch.Tensor:
+    """Gu et al.'s sink rate of uniform attention under ``mask``: 1 at the keys whose uniform
+    ``alpha_k`` (:func:`uniform_sink_alpha`) exceeds ``threshold``, else 0, ``(T,)`` float64. The rate a
+    network reaches with no preference at all (under a window of 4, key 1 already scores 1)."""
+    return (uniform_sink_alpha(mask) > threshold).to(torch.float64)
 
 
 def sink_share(attn: torch.Tensor, mask: torch.Tensor, threshold: float = 0.3) -> torch.Tensor:

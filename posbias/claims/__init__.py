@@ -24,13 +24,14 @@ from .. import stats
 from .quantities import QUANTITIES, Measure
 
 __all__ = ["Entry", "Judge", "Register", "Judged", "NOT_YET", "STATUSES", "load", "register", "judge",
+           "distinct_runs", "untrained_accuracy",
            "judge_register", "quotes_missing", "counts", "share_counts", "table", "publish", "normalise", "QUANTITIES"]
 
 REGISTER = Path(__file__).with_name("wu2025.yml")
 #: The status of an entry whose units are not all stored.
 NOT_YET = "not yet"
 STATUSES = ("reproduced", "inconclusive", "contradicted", NOT_YET)
-_DIRECTIONS = {"> 0": 1, "< 0": -1}
+_DIRECTIONS = {"> 0": 1, "< 0": -1, "< margin": -1}
 _SETTING_KEYS = ("campaign", "configs", "residual", "training_bias")
 
 
@@ -46,14 +47,24 @@ class Entry:
     args: dict[str, Any]
     direction: str
     reading: str = ""
-    guard: dict[str, Any] | None = None
+    guard: dict[str, Any] | list[dict[str, Any]] | None = None
     excludes: str | None = None
     source: str | None = None
     paper_value: float | None = None
+    margin: float | None = None
+    second: dict[str, Any] | None = None
 
     @property
     def sign(self) -> int:
+        """+1 for ``> 0``, -1 for ``< 0`` and for an absence claim ``< margin`` (the quantity is small)."""
         return _DIRECTIONS[self.direction]
+
+    @property
+    def guards(self) -> list[dict[str, Any]]:
+        """The entry's guards, each ``{quantity, args}`` (a premise that must hold, in the ``> 0`` direction)."""
+        if self.guard is None:
+            return []
+        return [self.guard] if isinstance(self.guard, dict) else list(self.guard)
 
     @property
     def campaign(self) -> str:
@@ -78,6 +89,7 @@ class Judge:
     share: float
     other_shares: tuple[float, ...]
     text: dict[str, str]
+    shortcut_margin: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -154,7 +166,8 @@ def load(path: Path | str = REGISTER) -> Register:
     judge_ = Judge(float(j["level"]), float(j["convergence"]["share"]),
                    tuple(float(x) for x in j["convergence"]["others"]),
                    {k: str(v) for k, v in j.items() if isinstance(v, str)}
-                   | {"share_grounds": j["convergence"]["grounds"]})
+                   | {"share_grounds": j["convergence"]["grounds"], "shortcut": j["shortcut"]["rule"]},
+                   float(j["shortcut"]["margin"]))
     entries, seen_ids, seen_quantities = [], set(), {}
     for item in raw["claims"]:
         unknown = set(item) - {f.name for f in dataclasses.fields(Entry)}
@@ -168,7 +181,16 @@ def load(path: Path | str = REGISTER) -> Register:
             raise ValueError(f"claim {e.id}: a setting has exactly {', '.join(_SETTING_KEYS)}")
         if e.direction not in _DIRECTIONS:
             raise ValueError(f"claim {e.id}: direction {e.direction!r}; give one of {list(_DIRECTIONS)}")
-        for q, args in [(e.quantity, e.args)] + ([(e.guard["quantity"], e.guard["args"])] if e.guard else []):
+        if (e.direction == "< margin") != (e.margin is not None):
+            raise ValueError(f"claim {e.id}: an absence claim (direction '< margin') and only it declares "
+                             "its equivalence 'margin'")
+        if e.margin is not None and not e.margin > 0:
+            raise ValueError(f"claim {e.id}: the margin must be positive, got {e.margin}")
+        extra = [(g["quantity"], g["args"]) for g in e.guards] + ([(e.second["quantity"], e.second["args"])]
+                                                                   if e.second else [])
+        if e.second and not e.second.get("label"):
+            raise ValueError(f"claim {e.id}: a second reading needs a 'label' naming it")
+        for q, args in [(e.quantity, e.args)] + extra:
             if q not in QUANTITIES:
                 raise ValueError(f"claim {e.id}: unknown quantity {q!r}; quantities: {', '.join(QUANTITIES)}")
             import inspect
@@ -203,9 +225,15 @@ def register() -> Register:
 @dataclass
 class Judged:
     """One entry judged: ``status`` by Student's t alone, ``holm`` after Holm's correction over the
-    entries judged together (both :data:`NOT_YET` without units). ``share``: the lowest, over the
-    entry's configurations, of the seed-mean final IC accuracy over the setting's ceiling;
-    ``converged``: ``share >= judge.share``; ``still_rising``: accuracy still rising at the end."""
+    entries judged together (both :data:`NOT_YET` without units). ``n_runs``: the runs the test
+    counts, one per *distinct* run (``n_seeds`` seeds were stored; runs with identical results are one
+    run, :func:`distinct_runs`). ``guards``: ``(mean, se, status)`` of each guard; ``second``: the
+    second reading's ``(mean, se, status)``; ``baseline``: the contrast under uniform attention.
+    ``share``: the lowest, over the entry's configurations that can reach the ceiling, of the seed-mean
+    final IC accuracy over the setting's ceiling (``None`` when none can); ``converged``: ``share >=
+    judge.share``; ``cannot_reach``: the configurations left out of it and why; ``untrained``: per
+    configuration trained with a position bias, the mean accuracy at the slots its training never
+    rewarded; ``shortcut``: those of them within the register's margin of chance."""
 
     entry: Entry
     status: str
@@ -222,18 +250,97 @@ class Judged:
     still_rising: bool | None = None
     ceiling: float | None = None
     units_missing: list[str] = field(default_factory=list)
+    n_seeds: int = 0
+    guards: list[tuple[float, float, str]] = field(default_factory=list)
+    second: tuple[float, float, str] | None = None
+    baseline: float | None = None
+    cannot_reach: dict[str, str] = field(default_factory=dict)
+    untrained: dict[str, float] = field(default_factory=dict)
+    shortcut: list[str] = field(default_factory=list)
+    main_status: str | None = None
 
 
-def _mean_se(m: Measure) -> tuple[float, float, int]:
+def _signature(us: Sequence[dict]) -> str:
+    """What a run's stored evaluation says, for telling identical runs apart: every IC accuracy and
+    sweep accuracy of its units (one per configuration of the entry)."""
+    return json.dumps([[u.get("ic_accuracy"), u.get("sweep_accuracy")] for u in us], sort_keys=True)
+
+
+def distinct_runs(e: Entry, units: Mapping[str, Sequence[dict]]) -> list[int]:
+    """The seeds (indices) of ``e``'s runs that differ from every earlier one: a run is the units of
+    one seed across the entry's configurations; runs with identical stored results count once."""
+    n = len(units[e.configs[0]])
+    seen, keep = set(), []
+    for i in range(n):
+        sig = _signature([units[c][i] for c in e.configs])
+        if sig not in seen:
+            seen.add(sig)
+            keep.append(i)
+    return keep
+
+
+def _mean_se(m: Measure, keep: Sequence[int] | None = None) -> tuple[float, float, int]:
     v = m.per_seed.to(torch.float64).flatten()
+    if keep is not None:
+        v = v[list(keep)]
     n = v.numel()
     var = float(v.var(unbiased=True)) if n > 1 else 0.0
-    return float(v.mean()), math.sqrt(var / n + m.n_acc / (4 * m.n)), n
+    return float(v.mean()), math.sqrt(var / n + m.coef2 / (4 * m.n)), n
 
 
-def _p_toward(mean: float, se: float, n: int, sign: int) -> float:
-    """The two-sided p-value when the mean lies on the claimed side, else 1."""
-    return stats.p_value(mean, se, n) if sign * mean > 0 else 1.0
+def _test(mean: float, se: float, n: int, sign: int, level: float, margin: float | None = None
+          ) -> tuple[str, float]:
+    """Verdict and two-sided p-value of one quantity: directional (``sign``) against 0, or, for an
+    absence claim, ``mean < margin`` (reproduced when the upper bound ``mean + t se`` is below the
+    margin, contradicted when the lower bound is above it)."""
+    crit = stats.t_critical(n, level)
+    if margin is None:
+        return stats.verdict(mean, se, sign, crit), stats.p_value(mean, se, n)
+    d = margin - mean
+    return stats.verdict(d, se, 1, crit), stats.p_value(d, se, n)
+
+
+def _combine(main: tuple[str, float], guards: Sequence[tuple[str, float]]) -> tuple[str, float]:
+    """The guard rule (the register's ``judge.guards``): a guard significantly the other way
+    contradicts the claim (at that guard's p-value); otherwise the claim is reproduced only where the
+    main quantity and every guard are (intersection-union, at the largest p-value); a main quantity
+    significantly the other way stays contradicted; anything else is inconclusive."""
+    failed = [p for st, p in guards if st == "contradicted"]
+    if main[0] == "contradicted":
+        return main
+    if failed:
+        return "contradicted", min(failed)
+    p = max([main[1]] + [p for _, p in guards])
+    if main[0] == "reproduced" and all(st == "reproduced" for st, _ in guards):
+        return "reproduced", p
+    return "inconclusive", p
+
+
+def _chance() -> float:
+    from ..task import TaskConfig
+
+    return 1.0 / TaskConfig().n_labels
+
+
+def untrained_accuracy(us: Sequence[dict]) -> float | None:
+    """Mean sweep accuracy (over seeds) at the slots the training never rewarded (``None`` when the
+    training had no position bias, or the units store no sweep)."""
+    slots = us[0]["params"].get("target_slots")
+    if slots is None or "sweep_accuracy" not in us[0]:
+        return None
+    s = torch.stack([torch.as_tensor(u["sweep_accuracy"], dtype=torch.float64) for u in us])
+    off = [i for i in range(s.shape[1]) if i not in set(slots)]
+    return float(s[:, off].mean())
+
+
+def _can_reach(label: str, us: Sequence[dict], shortcut: bool) -> str | None:
+    """Why a configuration's networks cannot reach the setting's ceiling, or ``None``."""
+    p = us[0]["params"]
+    if p.get("mask") == "full" and p.get("pe") == "none":
+        return "no mask and no PE: the network is blind to order, and the task needs each label bound to its item"
+    if shortcut:
+        return "a position shortcut: at chance at every slot its training never rewarded"
+    return None
 
 
 def _complete(e: Entry, units: Mapping[str, Sequence[dict | None]]) -> list[str]:
@@ -264,6 +371,7 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
             if us and all(u is not None for u in us):
                 g = _ceiling_group(campaign, label)
                 ceilings[g] = max(ceilings.get(g, 0.0), _accuracy(us))
+    chance = _chance()
     out = []
     for e in entries:
         got = units.get(e.campaign, {})
@@ -271,29 +379,37 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
         if missing:
             out.append(Judged(e, NOT_YET, NOT_YET, units_missing=missing))
             continue
+        keep = distinct_runs(e, got)
         m = QUANTITIES[e.quantity](got, **e.args)
-        mean, se, n = _mean_se(m)
+        mean, se, n = _mean_se(m, keep)
         crit = stats.t_critical(n, level)
-        status = stats.verdict(mean, se, e.sign, crit)
-        p = stats.p_value(mean, se, n)
-        gm = gs = None
-        if e.guard is not None:
-            g = QUANTITIES[e.guard["quantity"]](got, **e.guard["args"])
-            gm, gs, _ = _mean_se(g)
-            if status == "reproduced" and stats.verdict(gm, gs, 1, crit) != "reproduced":
-                status = "inconclusive"             # intersection-union: both must hold
-            if e.sign * mean > 0:
-                p = max(p, _p_toward(gm, gs, n, 1))
+        main = _test(mean, se, n, e.sign, level, e.margin)
+        guards, tested = [], []
+        for g in e.guards:
+            gm, gs, _ = _mean_se(QUANTITIES[g["quantity"]](got, **g["args"]), keep)
+            gst, gp = _test(gm, gs, n, 1, level)
+            guards.append((gm, gs, gst))
+            tested.append((gst, gp))
+        status, p = _combine(main, tested)
+        second = None
+        if e.second:
+            sm, ss, _ = _mean_se(QUANTITIES[e.second["quantity"]](got, **e.second["args"]), keep)
+            second = (sm, ss, _test(sm, ss, n, e.sign, level, e.margin)[0])
+        untrained = {c: a for c in e.configs if (a := untrained_accuracy(got[c])) is not None}
+        shortcut = [c for c, a in untrained.items() if a < chance + reg_judge.shortcut_margin]
+        cannot = {c: why for c in e.configs if (why := _can_reach(c, got[c], c in shortcut))}
+        reach = [c for c in e.configs if c not in cannot]
+        shares = [_accuracy(got[c]) / ceilings[_ceiling_group(e.campaign, c)] for c in reach]
         used = [u for c in e.configs for u in got[c]]
-        shares = [_accuracy(got[c]) / ceilings[_ceiling_group(e.campaign, c)] for c in e.configs]
-        out.append(Judged(e, status, status, mean, se, crit, p, n, gm, gs, min(shares), min(shares) >= share,
-                          _rising(used), max(ceilings[_ceiling_group(e.campaign, c)] for c in e.configs)))
-    tested = [j for j in out if j.status != NOT_YET]
-    for j, rejected in zip(tested, stats.holm([j.p for j in tested], level)):
-        if not rejected:
-            j.holm = "inconclusive"
-        else:
-            j.holm = "reproduced" if j.entry.sign * j.mean > 0 else "contradicted"
+        out.append(Judged(e, status, status, mean, se, crit, p, n,
+                          guards[0][0] if guards else None, guards[0][1] if guards else None,
+                          min(shares) if shares else None, (min(shares) >= share) if shares else None,
+                          _rising(used), max(ceilings[_ceiling_group(e.campaign, c)] for c in e.configs),
+                          n_seeds=len(got[e.configs[0]]), guards=guards, second=second, baseline=m.baseline,
+                          cannot_reach=cannot, untrained=untrained, shortcut=shortcut, main_status=main[0]))
+    tested_ = [j for j in out if j.status != NOT_YET]
+    for j, rejected in zip(tested_, stats.holm([j.p for j in tested_], level)):
+        j.holm = j.status if rejected and j.status != "inconclusive" else "inconclusive"
     return out
 
 
@@ -314,46 +430,71 @@ def judge_register(profile: str = "paper") -> list[Judged]:
 
 
 def counts(judged: Sequence[Judged], holm: bool = True) -> dict[str, int]:
-    """Entries per status (:data:`STATUSES`), by Holm's verdicts (``holm``) or by t alone; and ``total``."""
+    """Entries per status (:data:`STATUSES`), by Holm's verdicts (``holm``) or by t alone; ``total``;
+    and ``on a shortcut``: the reproduced entries that rest on position-shortcut networks (the
+    register's ``judge.shortcut`` rule), counted among the reproduced and named apart."""
     out = {s: sum((j.holm if holm else j.status) == s for j in judged) for s in STATUSES}
-    return {**out, "total": len(judged)}
+    short = sum((j.holm if holm else j.status) == "reproduced" and bool(j.shortcut) for j in judged)
+    return {**out, "total": len(judged), "on a shortcut": short}
 
 
 def share_counts(judged: Sequence[Judged], share: float) -> dict[str, int]:
-    """At the convergence ``share``: how many judged entries rest on networks below it, per Holm verdict."""
+    """At the convergence ``share``: how many judged entries rest on networks below it, per Holm
+    verdict (networks that cannot reach the ceiling are left out of the share, :attr:`Judged.cannot_reach`)."""
     low = [j for j in judged if j.status != NOT_YET and j.share is not None and j.share < share]
     return {s: sum(j.holm == s for j in low) for s in STATUSES[:3]} | {"not converged": len(low)}
 
 
+def _pm(x: tuple[float, float, str] | None) -> str:
+    return "" if x is None else f"{x[0]:+.3f} ± {x[1]:.3f} ({x[2]})"
+
+
 def table(judged: Sequence[Judged]):
     """A ``pandas.DataFrame``, one row per entry: id, what is measured, verdict, after Holm, mean ± SE,
-    runs, the networks' share of the ceiling, and the convergence note."""
+    the distinct runs behind it (of the seeds stored), the guards, the second reading, the contrast
+    under uniform attention, the accuracy at slots the training never rewarded (chance 1/32), the
+    networks' share of the ceiling, and the convergence note."""
     import pandas as pd
 
     share = register().judge.share
+    chance = _chance()
     rows = []
     for j in judged:
         done = j.mean is not None
+        mean = f"{j.mean:+.3f} ± {j.se:.3f}" if done else "units missing: " + ", ".join(j.units_missing)
+        if done and j.entry.margin is not None:
+            mean += f" (margin {j.entry.margin:.2f})"
+        runs = "" if not done else (f"{j.n_runs}" if j.n_runs == j.n_seeds
+                                    else f"{j.n_runs} distinct of {j.n_seeds}")
+        untrained = ", ".join(f"{a:.3f}" + (" (shortcut)" if c in j.shortcut else "")
+                              for c, a in j.untrained.items())
+        if j.share is None:
+            nets = "cannot reach the ceiling" if done else ""
+        else:
+            nets = "not converged" if j.share < share else "converged"
         rows.append({"claim": j.entry.id, "measured": j.entry.reading, "where": j.entry.where,
-                     "verdict": j.status, "after Holm": j.holm,
-                     "mean ± SE": f"{j.mean:+.3f} ± {j.se:.3f}" if done
-                     else "units missing: " + ", ".join(j.units_missing),
-                     "runs": j.n_runs if done else "",
-                     "share of ceiling": f"{j.share:.2f}" if done else "",
-                     "networks": ("" if not done else "not converged" if j.share < share else "converged")
-                     + (", accuracy still rising" if j.still_rising else "")})
+                     "verdict": j.status, "after Holm": j.holm, "mean ± SE": mean, "runs": runs,
+                     "guards": "; ".join(_pm(g) for g in j.guards),
+                     "second reading": (f"{j.entry.second['label']}: {_pm(j.second)}" if j.second else ""),
+                     "under uniform attention": "" if j.baseline is None else f"{j.baseline:+.3f}",
+                     f"untrained slots (chance {chance:.3f})": untrained,
+                     "share of ceiling": "" if j.share is None else f"{j.share:.2f}",
+                     "networks": nets + (", accuracy still rising" if j.still_rising else "")})
     return pd.DataFrame(rows)
 
 
 def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
     """Glue counts and each entry's verdict for a chapter's prose: ``<prefix>n_<status>`` and
     ``<prefix>holm_n_<status>`` per status, ``<prefix>n_claims``, ``<prefix>n_not_converged``,
+    ``<prefix>n_shortcut``/``holm_n_shortcut`` (reproduced on a shortcut),
     ``<prefix>v_<id>``/``h_<id>`` (verdict, after Holm) and ``m_<id>``/``s_<id>`` (mean, SE, or ``nan``)."""
     from .. import report
 
     for holm, tag in ((False, ""), (True, "holm_")):
+        c = counts(judged, holm)
         for s in STATUSES:                      # the total is n_claims (a chapter's n_total is its units)
-            report.value(f"{prefix}{tag}n_{s.replace(' ', '_')}", counts(judged, holm)[s])
+            report.value(f"{prefix}{tag}n_{s.replace(' ', '_')}", c[s])
+        report.value(f"{prefix}{tag}n_shortcut", c["on a shortcut"])
     report.value(f"{prefix}n_claims", len(judged))
     report.value(f"{prefix}n_not_converged", sum(bool(j.converged is False) for j in judged))
     for j in judged:
