@@ -190,6 +190,9 @@ def load(path: Path | str = REGISTER) -> Register:
                                                                    if e.second else [])
         if e.second and not e.second.get("label"):
             raise ValueError(f"claim {e.id}: a second reading needs a 'label' naming it")
+        if e.second and e.second.get("direction", e.direction) not in _DIRECTIONS:
+            raise ValueError(f"claim {e.id}: the second reading's direction {e.second['direction']!r}; give one "
+                             f"of {list(_DIRECTIONS)}")
         for q, args in [(e.quantity, e.args)] + extra:
             if q not in QUANTITIES:
                 raise ValueError(f"claim {e.id}: unknown quantity {q!r}; quantities: {', '.join(QUANTITIES)}")
@@ -233,7 +236,8 @@ class Judged:
     final IC accuracy over the setting's ceiling (``None`` when none can); ``converged``: ``share >=
     judge.share``; ``cannot_reach``: the configurations left out of it and why; ``untrained``: per
     configuration trained with a position bias, the mean accuracy at the slots its training never
-    rewarded; ``shortcut``: those of them within the register's margin of chance."""
+    rewarded; ``shortcut``: those of them within the register's margin of chance; ``copies``: per
+    configuration, how many of its runs repeat an earlier run's stored results exactly."""
 
     entry: Entry
     status: str
@@ -258,6 +262,7 @@ class Judged:
     untrained: dict[str, float] = field(default_factory=dict)
     shortcut: list[str] = field(default_factory=list)
     main_status: str | None = None
+    copies: dict[str, int] = field(default_factory=dict)
 
 
 def _signature(us: Sequence[dict]) -> str:
@@ -392,9 +397,10 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
             tested.append((gst, gp))
         status, p = _combine(main, tested)
         second = None
-        if e.second:
+        if e.second:                        # its own direction where it names one, else the entry's
             sm, ss, _ = _mean_se(QUANTITIES[e.second["quantity"]](got, **e.second["args"]), keep)
-            second = (sm, ss, _test(sm, ss, n, e.sign, level, e.margin)[0])
+            sd = e.second.get("direction", e.direction)
+            second = (sm, ss, _test(sm, ss, n, _DIRECTIONS[sd], level, e.margin if sd == "< margin" else None)[0])
         untrained = {c: a for c in e.configs if (a := untrained_accuracy(got[c])) is not None}
         shortcut = [c for c, a in untrained.items() if a < chance + reg_judge.shortcut_margin]
         cannot = {c: why for c in e.configs if (why := _can_reach(c, got[c], c in shortcut))}
@@ -406,7 +412,9 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
                           min(shares) if shares else None, (min(shares) >= share) if shares else None,
                           _rising(used), max(ceilings[_ceiling_group(e.campaign, c)] for c in e.configs),
                           n_seeds=len(got[e.configs[0]]), guards=guards, second=second, baseline=m.baseline,
-                          cannot_reach=cannot, untrained=untrained, shortcut=shortcut, main_status=main[0]))
+                          cannot_reach=cannot, untrained=untrained, shortcut=shortcut, main_status=main[0],
+                          copies={c: len(got[c]) - k for c in e.configs
+                                  if (k := len(set(_signature([u]) for u in got[c]))) < len(got[c])}))
     tested_ = [j for j in out if j.status != NOT_YET]
     for j, rejected in zip(tested_, stats.holm([j.p for j in tested_], level)):
         j.holm = j.status if rejected and j.status != "inconclusive" else "inconclusive"
@@ -466,6 +474,8 @@ def table(judged: Sequence[Judged]):
             mean += f" (margin {j.entry.margin:.2f})"
         runs = "" if not done else (f"{j.n_runs}" if j.n_runs == j.n_seeds
                                     else f"{j.n_runs} distinct of {j.n_seeds}")
+        if done and j.copies:
+            runs += " (" + ", ".join(f"{c}: {j.n_seeds - k} distinct" for c, k in j.copies.items()) + ")"
         untrained = ", ".join(f"{a:.3f}" + (" (shortcut)" if c in j.shortcut else "")
                               for c, a in j.untrained.items())
         if j.share is None:
