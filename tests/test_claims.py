@@ -50,7 +50,7 @@ def test_one_quantity_on_the_same_units_is_refused(tmp_path):
     s = _raw("fig6-causal-first")
     dup = {**s, "id": "fig2-sink", "setting": {**s["setting"], "campaign": "wu-fig-5", "configs": ["causal|none"]},
            "args": {"config": "causal|none"},
-           "guard": {"quantity": "first_key_excess", "args": {"config": "causal|none"}}}
+           "second": {"label": "excess over uniform", "quantity": "sink_margin", "args": {"config": "causal|none"}}}
     with pytest.raises(ValueError, match="same quantity"):
         claims.load(_write(tmp_path, [s, dup]))
 
@@ -63,7 +63,14 @@ def test_a_register_refuses_bad_entries(tmp_path):
                      ({**a, "setting": {**a["setting"], "residual": True}}, "residual"),
                      ({**a, "setting": {**a["setting"], "configs": ["No PE|3"]},
                        "args": {"config": "No PE|3", "pair": "first-last"}}, "not in campaign"),
-                     ({**_raw("fig6-causal-first"), "excludes": None}, "needs 'excludes'")]:
+                     ({**_raw("fig3-causal-nope-early"), "excludes": None}, "needs 'excludes'"),
+                     ({**a, "direction": "< margin"}, "margin"),
+                     ({**a, "margin": 0.05}, "margin"),
+                     ({**_raw("fig3-causal-nope-not-last"), "margin": -0.05}, "positive"),
+                     ({**_raw("fig6-causal-first"), "second": {**_raw("fig6-causal-first")["second"], "label": ""}},
+                      "label"),
+                     ({**_raw("fig6-causal-first"), "second": {**_raw("fig6-causal-first")["second"],
+                                                                "direction": ">= 0"}}, "direction")]:
         with pytest.raises(ValueError, match=msg):
             claims.load(_write(tmp_path, [bad]))
     with pytest.raises(ValueError, match="two entries with this id"):
@@ -104,13 +111,30 @@ def test_a_known_effect_gets_its_verdict(effect, verdict):
     assert j.mean == pytest.approx(effect, abs=1e-12) and j.n_runs == 5
 
 
-def test_a_guard_keeps_a_claim_from_passing_without_the_effect():
-    """'The middle-vs-last gap is smaller than the first-vs-last' passes on a first-vs-last gap of 0
-    with a negative middle-vs-last one; the guard (first-vs-last > 0) makes it inconclusive."""
-    present = _judge("fig2-middle-last-smaller-2", {"No PE|2": _seeds(0.10, ml=0.02)})
-    absent = _judge("fig2-middle-last-smaller-2", {"No PE|2": _seeds(0.0, ml=-0.10)})
-    assert present.status == "reproduced"
-    assert absent.mean > 0.09 and absent.status == "inconclusive" and absent.p == 1.0
+def _guarded(tmp_path, guard_effect: float):
+    """Judge fig3-causal-nope-early on a main difference of +0.2 with its guard (causal No PE's own
+    first-vs-last gap) at ``guard_effect``."""
+    def unit(fl, k):
+        return {**_unit({"first-middle": 0.0, "first-last": fl + 0.002 * k, "middle-last": 0.0}),
+                "sweep_accuracy": [0.5] * 8}
+    jit = [-2, -1, 0, 1, 2]
+    units = {"causal|none": [unit(guard_effect, k) for k in jit], "full|none": [unit(guard_effect - 0.2, k) for k in jit]}
+    for us in units.values():
+        for u in us:
+            u["params"]["target_slots"] = [0, 7]
+    (j,) = claims.judge([e for e in claims.register().entries if e.id == "fig3-causal-nope-early"], {"wu-fig-3": units})
+    return j
+
+
+@pytest.mark.parametrize("guard_effect,verdict", [(0.1, "reproduced"), (0.0, "inconclusive"), (-0.1, "contradicted")])
+def test_the_guard_rule(tmp_path, guard_effect, verdict):
+    """The register's guard rule: the main quantity holds (+0.2) in all three cases; the guard holding
+    gives reproduced, the guard undecided inconclusive, the guard significantly the other way
+    contradicted (a guard can contradict, not only downgrade)."""
+    j = _guarded(tmp_path, guard_effect)
+    assert j.main_status == "reproduced" and j.mean == pytest.approx(0.2)
+    assert j.guards[0][2] == verdict and j.status == verdict
+    assert "significantly the other way makes the entry contradicted" in claims.register().judge.text["guards"]
 
 
 def test_an_entry_without_its_units_is_not_yet_and_never_judged_on_others():
@@ -125,8 +149,8 @@ def test_holm_runs_over_every_entry_judged_together():
     reg = claims.register()
     es = [e for e in reg.entries if e.id in ("fig2-decay-reduces-2", "fig2-rope-reduces-2", "fig2-nope-early-2")]
     # three effects each just beyond t's critical value at 5 runs: reproduced alone, not all after Holm
-    units = {"No PE|2": _seeds(0.10, spread=0.0), "decay|2": _seeds(0.10 - 0.030, spread=0.0),
-             "RoPE|2": _seeds(0.10 - 0.030, spread=0.0)}
+    units = {"No PE|2": _seeds(0.10, spread=1e-7), "decay|2": _seeds(0.10 - 0.030, spread=1e-7),
+             "RoPE|2": _seeds(0.10 - 0.030, spread=1e-7)}
     js = claims.judge(es, {"wu-fig-2": units})
     by = {j.entry.id: j for j in js}
     assert by["fig2-decay-reduces-2"].status == "reproduced" and by["fig2-decay-reduces-2"].holm == "inconclusive"

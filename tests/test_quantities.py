@@ -14,22 +14,27 @@ N_TEST = 1000
 JITTER = [-2, -1, 0, 1, 2]                   # five runs, a small spread between them
 
 
-def _unit(gaps=None, acc=0.5, sweep=None, alpha=None, cfg=MemberConfig("causal"), depth=2):
-    """A stored-unit stand-in: three gaps (accuracies acc +- gap/2), a position sweep, and per-layer
-    ``alpha`` (``(depth, T)``) with the member configuration the sink quantities read the mask from."""
+def _unit(gaps=None, acc=0.5, sweep=None, alpha=None, cfg=MemberConfig("causal"), depth=2, share=None,
+          target_slots=None):
+    """A stored-unit stand-in: three gaps (accuracies acc +- gap/2), a position sweep, per-layer
+    ``alpha`` (``(depth, T)``) with the member configuration the sink quantities read the mask from,
+    and Gu et al.'s sink rate per key (``share``, ``(T,)``)."""
     gaps = gaps or {"first-middle": 0.0, "first-last": 0.0, "middle-last": 0.0}
     ic = {}
     for pair, g in gaps.items():
         a, b = pair.split("-")
         ic[f"IC_{a}_{b}"], ic[f"IC_{b}_{a}"] = acc + g / 2, acc - g / 2
     u = {"params": {"n_test": N_TEST, "n_sweep": 2000, "n_sink": 10_000, "depth": depth,
-                    **dataclasses.asdict(cfg)},
+                    "target_slots": target_slots, **dataclasses.asdict(cfg)},
          "gaps": dict(gaps), "ic_accuracy": ic,
          "curves": {"step": [0, 50, 100], **{k: [acc, acc, v] for k, v in ic.items()}}}
     if sweep is not None:
         u["sweep_accuracy"] = list(sweep)
     if alpha is not None:
         u["sink_alpha"] = [list(map(float, alpha))] * depth
+    if share is not None:
+        u["sink_share"] = list(map(float, share))
+        u.setdefault("sink_alpha", [[0.0] * len(share)] * depth)
     return u
 
 
@@ -44,22 +49,26 @@ def _judge(id_, campaign_units):
 
 def test_figure_2_quantities_are_the_stated_differences():
     """No PE's first-vs-last gap, its excess over the middle-vs-last gap, the decay mask's and RoPE's
-    reductions of it, and the change from 2 to 6 layers: differences of stored gaps, paired by seed."""
+    reductions of it, and the change from 2 to 6 layers: differences of stored gaps, paired by seed,
+    each with its own coefficients (two accuracies for a gap, four for a difference of gaps)."""
     units = {"No PE|2": [_unit(_gaps(fl=5.0, ml=1.0))], "decay|2": [_unit(_gaps(fl=-2.0))],
              "RoPE|2": [_unit(_gaps(fl=3.0))], "No PE|6": [_unit(_gaps(fl=8.0))]}
-    got = {name: (float(m.per_seed[0]), m.n_acc) for name, m in {
+    got = {name: (float(m.per_seed[0]), m.coef2) for name, m in {
         "nope-early": q.gap(units, "No PE|2", "first-last"),
         "middle-last-smaller": q.gap_contrast(units, "No PE|2", "first-last", "middle-last"),
         "decay-reduces": q.gap_difference(units, "No PE|2", "decay|2", "first-last"),
         "rope-reduces": q.gap_difference(units, "No PE|2", "RoPE|2", "first-last"),
         "decay-more-than-rope": q.gap_difference(units, "RoPE|2", "decay|2", "first-last"),
-        "depth-nope": q.depth_change(units, "No PE", "first-last", 2, 6)}.items()}
+        "depth-nope": q.depth_change(units, "No PE", "first-last", 2, 6),
+        "recent": q.preference_difference(units, "decay|2", "No PE|2", "last"),
+        "preference": q.slot_preference(units, "decay|2", "last")}.items()}
     assert got == {"nope-early": (5.0, 2), "middle-last-smaller": (4.0, 4), "decay-reduces": (7.0, 4),
-                   "rope-reduces": (2.0, 4), "decay-more-than-rope": (5.0, 4), "depth-nope": (3.0, 4)}
+                   "rope-reduces": (2.0, 4), "decay-more-than-rope": (5.0, 4), "depth-nope": (3.0, 4),
+                   "recent": (pytest.approx(4.0), 2), "preference": (pytest.approx(1.0), 1)}
 
 
 def test_the_standard_error_adds_the_test_sets_binomial_bound_to_the_spread_between_runs():
-    """Runs share their test sets, so the bound n_acc / (4 n) is not divided by the runs: five runs
+    """Runs share their test sets, so the bound coef2 / (4 n) is not divided by the runs: five runs
     with no spread keep one run's binomial error; with a spread, its sample variance / runs is added."""
     flat = {"No PE|2": [_unit(_gaps(fl=0.04)) for _ in JITTER]}
     j = _judge("fig2-nope-early-2", {"wu-fig-2": flat})
@@ -72,15 +81,16 @@ def test_the_standard_error_adds_the_test_sets_binomial_bound_to_the_spread_betw
     assert _judge("fig2-nope-early-2", {"wu-fig-2": two}).status == "inconclusive"
 
 
-def test_figure_3_at_most_zero_reads_a_learned_late_bias_as_contradicted():
-    """'Causal No PE does not learn the end': the last slot beating the middle contradicts it; the
-    first slot beating the middle is the early bias it does learn."""
-    both = {"causal|none": [_unit(_gaps(fm=0.1 + 0.002 * k, ml=-0.1 - 0.002 * k)) for k in JITTER]}
-    nl = _judge("fig3-causal-nope-not-last", {"wu-fig-3": both})
-    assert nl.entry.sign == -1 and nl.mean == pytest.approx(0.1) and nl.status == "contradicted"
-    assert _judge("fig3-causal-nope-first", {"wu-fig-3": both}).status == "reproduced"
-    ignores_end = {"causal|none": [_unit(_gaps(fm=0.1, ml=0.002 * k)) for k in JITTER]}
-    assert _judge("fig3-causal-nope-not-last", {"wu-fig-3": ignores_end}).status == "inconclusive"
+def test_only_at_the_beginning_is_an_absence_claim_with_its_margin():
+    """'Causal No PE does not learn the end': a last-slot advantage of 0.2 contradicts it, a last slot
+    0.1 below the middle reproduces it (the upper bound is below the 0.05 margin), an advantage at the
+    margin cannot be told (the binomial SE at 1,000 test sequences is 0.022)."""
+    nl = lambda adv: {"causal|none": [_unit(_gaps(fm=0.1, ml=-adv + 0.002 * k)) for k in JITTER]}  # noqa: E731
+    e = next(x for x in claims.register().entries if x.id == "fig3-causal-nope-not-last")
+    assert e.direction == "< margin" and e.margin == 0.05
+    assert [_judge(e.id, {"wu-fig-3": nl(a)}).status for a in (0.2, -0.1, 0.05)] == \
+        ["contradicted", "reproduced", "inconclusive"]
+    assert _judge("fig3-causal-nope-first", {"wu-fig-3": nl(0.1)}).status == "reproduced"
 
 
 def test_figure_4_contrast_with_causal_no_pe_is_not_passed_by_the_shortcut_alone():
@@ -96,64 +106,139 @@ def test_figure_4_contrast_with_causal_no_pe_is_not_passed_by_the_shortcut_alone
     assert _judge("fig4-middle-causal-rope-captures", {"wu-fig-4": captures}).status == "reproduced"
 
 
-def test_u_depth_and_its_binomial_bound_of_three_accuracies():
+def test_u_depth_and_its_bound_from_its_own_coefficients():
+    """A U is min(first, last) - mean of six middle slots: coefficients 1 and six of 1/6, bound
+    (1 + 1/6) / (4 n); the deepest U over configurations is one configuration's U, bounded as one."""
     u_shape = [0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.7]              # min(0.9, 0.7) - 0.5 = 0.2
     one_end = [0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.3]              # 0.3 - 0.5 = -0.2
     assert torch.allclose(ev.u_statistic(torch.tensor([u_shape, one_end])),
                           torch.tensor([0.2, -0.2], dtype=torch.float64))
     units = {"full|sin": [_unit(sweep=u_shape) for _ in range(3)]}
     m = q.u_depth(units, "full|sin")
-    assert torch.allclose(m.per_seed, torch.full((3,), 0.2, dtype=torch.float64)) and (m.n, m.n_acc) == (2000, 3)
-    j = _judge("fig3-full-sin-u", {"wu-fig-3": units})
-    assert j.status == "reproduced" and j.se == pytest.approx((3 / (4 * 2000)) ** 0.5)
+    assert torch.allclose(m.per_seed, torch.full((3,), 0.2, dtype=torch.float64))
+    assert (m.n, m.coef2) == (2000, pytest.approx(7 / 6))
     two = {"a": [_unit(sweep=u_shape)], "b": [_unit(sweep=one_end)]}
-    assert float(q.u_depth_max(two, ["a", "b"]).per_seed[0]) == pytest.approx(0.2)      # the deepest U
+    mx = q.u_depth_max(two, ["a", "b"])
+    assert float(mx.per_seed[0]) == pytest.approx(0.2) and mx.coef2 == pytest.approx(7 / 6)
 
 
-def _sink_units(alpha, cfg, n=5):
-    return [_unit(alpha=alpha, cfg=cfg) for _ in range(n)]
+def test_the_right_bound_and_the_eighteen_accuracy_bound_give_different_verdicts(tmp_path):
+    """A synthetic register of one 'no U' entry over six configurations, one of which shows a U of
+    +0.05 in every run: its own bound (one U: 1 + 6 x 1/36 = 7/6 accuracies) finds the U against the
+    first register's '< 0' reading; that register's bound (3 accuracies per configuration, 18) cannot."""
+    import yaml
+
+    from posbias import stats
+
+    sweep = lambda u, k: [0.5 + u, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5 + 1e-4 * k, 0.5 + u]      # noqa: E731
+    labels = [f"last|{m}|{p}" for m in ("full", "causal") for p in ("none", "sin", "rope")]
+    units = {c: [_unit(sweep=sweep(0.05 if c == "last|causal|none" else -0.2, k), target_slots=[7])
+                 for k in JITTER] for c in labels}
+    raw = yaml.safe_load(claims.REGISTER.read_text())
+    e = next(x for x in raw["claims"] if x["id"] == "fig4-last-no-u")
+    e = {k: v for k, v in e.items() if k not in ("margin", "second")} | {"direction": "< 0"}
+    raw["claims"] = [e]
+    path = tmp_path / "reg.yml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    (j,) = claims.judge(claims.load(path).entries, {"wu-fig-4": units})
+    assert j.n_runs == 5 and j.mean == pytest.approx(0.05, abs=1e-4)
+    assert j.se == pytest.approx((7 / 6 / (4 * 2000)) ** 0.5, rel=1e-3) and j.status == "contradicted"
+    wrong = (18 / (4 * 2000)) ** 0.5                                            # 0.047: about 1.05 SE
+    assert stats.verdict(j.mean, wrong, -1, j.crit) == "inconclusive"
 
 
-def test_sink_claims_on_uniform_attention_and_on_a_first_token_sink():
-    """Uniform causal attention: key 1's excess is 0 (inconclusive); all attention on key 1: it
-    exceeds uniform and every other key (both reproduced)."""
-    T, cfg = 6, MemberConfig("causal")
+def _sink_units(cfg, n=5, alpha=None, share=None):
+    return [_unit(alpha=alpha, cfg=cfg, share=share) for _ in range(n)]
+
+
+def test_sink_entries_read_gu_et_als_rate_with_the_excess_beside_it():
+    """Uniform causal attention over the task's 17 tokens: rate 0 at every key (key 1's uniform alpha is
+    H_17/17 = 0.20 < 0.3; at 6 tokens it would be 0.41, a rate of 1) and excess 0: both readings
+    inconclusive. Every (sequence, layer) with key 1 above 0.3: rate 1 there,
+    reproduced; its excess reading is judged beside it, not instead."""
+    T, cfg = 17, MemberConfig("causal")
     mask = cfg.mask_and_bias(T)[0]
     uniform = ev.sink_alpha(mask.double() / mask.double().sum(-1, keepdim=True), mask)
     sink = ev.sink_alpha(torch.zeros(T, T, dtype=torch.float64).index_fill(1, torch.tensor([0]), 1.0), mask)
-    for alpha, want in [(uniform, "inconclusive"), (sink, "reproduced")]:
-        units = {"wu-fig-6": {"causal": _sink_units(alpha, cfg)}}
-        first, stands_out = (_judge(i, units) for i in ("fig5-first-key-excess", "fig6-causal-first"))
-        assert (first.status, stands_out.status) == (want, want)
-    assert _judge("fig5-first-key-excess", {"wu-fig-6": {"causal": _sink_units(sink, cfg)}}).mean == pytest.approx(
-        1 - float(ev.uniform_sink_alpha(mask)[0]))
+    assert ev.uniform_sink_rate(mask).tolist() == [0.0] * T
+    assert ev.uniform_sink_rate(cfg.mask_and_bias(6)[0]).tolist() == [1.0] + [0.0] * 5
+    none = {"wu-fig-6": {"causal": _sink_units(cfg, alpha=uniform, share=[0.0] * T)}}
+    j = _judge("fig5-first-key-sink", none)
+    assert (j.status, j.baseline, j.second[2]) == ("inconclusive", 0.0, "inconclusive")
+    first = {"wu-fig-6": {"causal": _sink_units(cfg, alpha=sink, share=[1.0] + [0.0] * (T - 1))}}
+    for id_ in ("fig5-first-key-sink", "fig6-causal-first"):
+        j = _judge(id_, first)
+        assert j.status == "reproduced" and j.second[2] == "reproduced"
+    j = _judge("fig5-first-key-sink", first)
+    assert j.mean == 1.0 and j.se == pytest.approx((1 / (4 * 10_000)) ** 0.5)
 
 
-def test_a_shrinking_deficit_is_not_a_sink_emerging_with_the_window():
-    """Key 1 below its uniform baseline at both widths, less so at the wider: the difference is
-    positive, but the guard (a positive excess at the wider window) keeps the claim from passing."""
+def test_the_window_trend_is_read_against_uniform_attentions_own_rates():
+    """Key 1's rate falling from 1 at w = 4 to 0 at w = 12, as uniform attention's does, is a
+    contradicted trend with a baseline of -1; rising from 0 to 1 is reproduced."""
     T = 17
-    c4, c12 = MemberConfig("window", window=4), MemberConfig("window", window=12)
-    base = {w: ev.uniform_sink_alpha(c.mask_and_bias(T)[0]) for w, c in [(4, c4), (12, c12)]}
-    shifted = lambda a, d: torch.cat([a[:1] + d, a[1:]])          # noqa: E731   key 1 moved by d
-    deficit = {"window|4": _sink_units(shifted(base[4], -0.10), c4),
-               "window|12": _sink_units(shifted(base[12], -0.06), c12)}
-    j = _judge("fig6-window-grows", {"wu-fig-6": deficit})
-    assert j.mean == pytest.approx(0.04) and j.guard_mean == pytest.approx(-0.06) and j.status == "inconclusive"
-    sink = {"window|4": _sink_units(shifted(base[4], 0.02), c4), "window|12": _sink_units(shifted(base[12], 0.10), c12)}
-    assert _judge("fig6-window-grows", {"wu-fig-6": sink}).status == "reproduced"
+    cfgs = {w: MemberConfig("window", window=w) for w in (4, 8, 12)}
+    base = {w: ev.uniform_sink_rate(c.mask_and_bias(T)[0]) for w, c in cfgs.items()}
+    assert [float(base[w][0]) for w in (4, 8, 12)] == [1.0, 1.0, 0.0]
+    rate = lambda r1: [r1] + [0.0] * (T - 1)                                   # noqa: E731
+    falls = {f"window|{w}": _sink_units(c, share=rate({4: 1.0, 8: 0.5, 12: 0.0}[w])) for w, c in cfgs.items()}
+    j = _judge("fig6-window-grows", {"wu-fig-6": falls})
+    assert (j.mean, j.baseline, j.status) == (-1.0, -1.0, "contradicted")
+    rises = {f"window|{w}": _sink_units(c, share=rate({4: 0.0, 8: 0.5, 12: 1.0}[w])) for w, c in cfgs.items()}
+    assert _judge("fig6-window-grows", {"wu-fig-6": rises}).status == "reproduced"
 
 
 def test_prefix_keys_after_the_first_are_read_against_the_causal_mask():
-    """Under the prefix mask (K = 2) key 2 draws an excess; it counts only beyond the same key's
-    excess under the causal mask."""
+    """Under the prefix mask (K = 2) key 2 is a sink; it counts only beyond the same key's rate under
+    the causal mask."""
     T = 17
     cp, cc = MemberConfig("prefix", prefix=2), MemberConfig("causal")
-    base_p, base_c = (ev.uniform_sink_alpha(c.mask_and_bias(T)[0]) for c in (cp, cc))
-    bump = lambda a, d: torch.cat([a[:1] + d, a[1:2] + d, a[2:]])  # noqa: E731   keys 1 and 2 up by d
-    same = {"prefix|2": _sink_units(bump(base_p, 0.1), cp), "causal": _sink_units(bump(base_c, 0.1), cc)}
+    both = [0.6, 0.6] + [0.0] * (T - 2)
+    same = {"prefix|2": _sink_units(cp, share=both), "causal": _sink_units(cc, share=both)}
     j = _judge("fig6-prefix-2-beyond-first", {"wu-fig-6": same})
     assert j.mean == pytest.approx(0.0, abs=1e-12) and j.status == "inconclusive"
-    more = {**same, "causal": _sink_units(base_c, cc)}
+    more = {**same, "causal": _sink_units(cc, share=[0.0] * T)}
     assert _judge("fig6-prefix-2-beyond-first", {"wu-fig-6": more}).status == "reproduced"
     assert _judge("fig6-prefix-2", {"wu-fig-6": more}).status == "reproduced"
+
+
+def test_depth_is_a_trend_and_each_step_is_a_guard():
+    """The gap growing 0.0 / 0.1 / 0.2 over 2 / 4 / 6 layers is reproduced; 0.0 / 0.3 / 0.2 (a rise, then
+    a significant fall) has the same 6-minus-2 change but is contradicted by its second step."""
+    def depth_units(g2, g4, g6):
+        return {f"No PE|{d}": [_unit(_gaps(fl=g + 0.002 * k)) for k in JITTER] for d, g in ((2, g2), (4, g4), (6, g6))}
+    m = q.depth_trend(depth_units(0.0, 0.1, 0.2), "No PE", "first-last", [2, 4, 6])
+    assert torch.allclose(m.per_seed, torch.full((5,), 0.2, dtype=torch.float64)) and m.coef2 == pytest.approx(4)
+    assert _judge("fig2-depth-nope-first-last", {"wu-fig-2": depth_units(0.0, 0.1, 0.2)}).status == "reproduced"
+    j = _judge("fig2-depth-nope-first-last", {"wu-fig-2": depth_units(0.0, 0.3, 0.2)})
+    assert j.mean == pytest.approx(0.2) and j.main_status == "reproduced" and j.status == "contradicted"
+    assert [g[2] for g in j.guards] == ["reproduced", "contradicted"]
+
+
+def test_middle_last_is_smaller_in_size_than_both_gaps_with_the_first():
+    """|first-last| 0.2 and |first-middle| 0.2 above |middle-last| 0.02: reproduced; a middle-last gap
+    of -0.1 larger in size than a first-last gap of 0 fails, whatever its sign."""
+    ok = {"RoPE|2": [_unit(_gaps(fm=0.2, fl=0.2 + 0.002 * k, ml=0.02)) for k in JITTER]}
+    assert _judge("fig2-middle-last-smaller-rope-2", {"wu-fig-2": ok}).status == "reproduced"
+    bad = {"RoPE|2": [_unit(_gaps(fm=0.1, fl=0.002 * k, ml=-0.1)) for k in JITTER]}
+    j = _judge("fig2-middle-last-smaller-rope-2", {"wu-fig-2": bad})
+    assert j.mean == pytest.approx(-0.1, abs=0.005) and j.status == "contradicted"
+
+
+def test_identical_runs_count_once_and_shortcut_networks_are_named():
+    """Five seeds with one stored result are one run: judged on the binomial bound against the normal
+    quantile, never by t over copies. At chance off the trained slot, the networks are a shortcut,
+    named and left out of the convergence share."""
+    sweep = [0.03] * 7 + [1.0]
+    copies = {"last|causal|sin": [_unit(_gaps(fm=-0.5, fl=-0.5), sweep=sweep, target_slots=[7]) for _ in JITTER]}
+    e = claims.Entry("t", "q", "w", {"campaign": "wu-fig-4", "configs": ["last|causal|sin"], "residual": True,
+                                     "training_bias": "last"}, "slot_preference", {"config": "last|causal|sin",
+                                                                                   "slot": "last"}, "> 0")
+    (j,) = claims.judge([e], {"wu-fig-4": copies})
+    assert (j.n_runs, j.n_seeds, j.crit) == (1, 5, pytest.approx(ev.t_critical(1)))
+    assert j.shortcut == ["last|causal|sin"] and j.share is None and "shortcut" in j.cannot_reach["last|causal|sin"]
+    assert j.untrained["last|causal|sin"] == pytest.approx(0.03)
+    varied = {"last|causal|sin": [_unit(_gaps(fm=-0.5, fl=-0.5 + 0.01 * k), sweep=[0.5] * 7 + [1.0],
+                                        target_slots=[7]) for k in JITTER]}
+    (j,) = claims.judge([e], {"wu-fig-4": varied})
+    assert (j.n_runs, j.shortcut, j.share) == (5, [], 1.0)
