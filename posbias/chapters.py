@@ -31,8 +31,9 @@ __all__ = ["NOTEBOOKS", "PROFILES", "BASE_PROFILES", "ParamError", "Param", "Cha
 NOTEBOOKS = ROOT / "notebooks"
 #: Every chapter has these (a profile it does not declare is its defaults).
 BASE_PROFILES = ("default", "smoke", "paper")
-#: ``converged`` (train until a stopping rule holds) exists only where a chapter declares it.
-PROFILES = (*BASE_PROFILES, "converged")
+#: ``converged`` (train until a stopping rule holds) and ``budget`` (the fixed-budget study) exist only
+#: where a chapter declares them.
+PROFILES = (*BASE_PROFILES, "converged", "budget")
 TYPES = ("int", "float", "bool", "str", "int_list", "float_list", "str_list")
 
 

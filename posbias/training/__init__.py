@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .campaigns import (CHAPTER_CAMPAIGNS, CONVERGED_CONFIGS, FIG2_PES, FIG3_CONFIGS, PROFILES, campaign_units,
+from .campaigns import (BUDGET_CONFIGS, CHAPTER_CAMPAIGNS, CONVERGED_CONFIGS, FIG2_PES, FIG3_CONFIGS, PROFILES,
+                        budget_study, campaign_units,
                         chapter_campaign, fig2_name, stored_campaign, store_finished)
 from .checkpoints import Interrupted, checkpoint_interval
 from .engine import Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign, run_chapter_campaign, train_part
@@ -37,11 +38,11 @@ from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_stat
 from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
 
 __all__ = [
-           "CHAPTER_CAMPAIGNS", "CONVERGED_CONFIGS", "CampaignStatus", "Engine", "EngineSpec", "Ensemble",
+           "BUDGET_CONFIGS", "CHAPTER_CAMPAIGNS", "CONVERGED_CONFIGS", "CampaignStatus", "Engine", "EngineSpec", "Ensemble",
            "EnsembleStatus", "FIG2_PES", "FIG3_CONFIGS",
            "Interrupted", "PROFILES", "PartBusy", "SchedulerLost", "SINK_SEED", "TEST_SEED", "TrainingTime",
            "UNIT_EXPERIMENT", "Unit",
-           "VERSION", "VersionMismatch", "campaign_status", "campaign_units", "chapter_campaign",
+           "VERSION", "VersionMismatch", "budget_study", "campaign_status", "campaign_units", "chapter_campaign",
            "checkpoint_interval", "default_threads", "device", "fig2_name", "flushed_denormals", "format_status",
            "park_campaign", "progress_text", "run_campaign", "run_chapter_campaign", "set_flush_denormal",
            "store_finished", "stored_campaign", "train_part", "train_units", "training_time", "tune_allocator"]

@@ -22,7 +22,15 @@ PROFILES: dict[str, dict[str, Any]] = {
     # the paper's settings, trained until the stopping rule holds, at most `steps` (the cap)
     "converged": {"steps": 500_000, "seeds": [0, 1, 2, 3, 4], "eval_every": 5000, "n_test": 10000,
                   "n_sweep": 2000, "n_sink": 10000, "stop_rule": "plateau-50k"},
+    # the fixed-budget study (posbias.budget.DESIGN): every network trains exactly its depth's budget
+    "budget": {"steps": 500_000, "steps_deep": 300_000, "seeds": [0, 1, 2, 3, 4], "wide_configs": ["decay|2"],
+               "wide_seeds": [5, 6, 7, 8, 9], "eval_every": 5000, "n_test": 10000, "n_sweep": 2000,
+               "n_sink": 10000, "n_heldout": 10000},
 }
+
+#: The configurations of the ``budget`` study, in the order it trains them: the decay mask at depth 2,
+#: whose outcome splits; No PE and RoPE at depth 2; No PE and RoPE at depth 6.
+BUDGET_CONFIGS = ("decay|2", "No PE|2", "RoPE|2", "No PE|6", "RoPE|6")
 
 #: The Figure 2 configurations of the ``converged`` campaign, in the order it trains them: the decay mask
 #: at depth 2, whose bias still moves; No PE and RoPE at depth 6, the networks the depth claims rest on;
@@ -42,7 +50,10 @@ def fig2_name(mask: str, pe: str) -> str:
 def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every: int, n_test: int,
                    n_sweep: int, n_sink: int, depths: list[int] | None = None,
                    windows: list[int] | None = None, prefixes: list[int] | None = None,
-                   configs: list[str] | None = None, stop_rule: str | None = None) -> dict[str, list[Unit]]:
+                   configs: list[str] | None = None, stop_rule: str | None = None,
+                   steps_deep: int | None = None, wide_configs: list[str] | None = None,
+                   wide_seeds: list[int] | None = None, n_heldout: int | None = None,
+                   admit: bool = True) -> dict[str, list[Unit]]:
     """The units of a chapter's campaign, grouped by the label of their configuration.
 
     ``wu-fig-2``: unbiased data, no residual, depths x (causal No PE, decay, causal RoPE).
@@ -53,6 +64,11 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
     ``wu-residual-depth``: unbiased, with residual, depths x (causal No PE, decay, causal RoPE).
     ``wu-converged``: Figure 2's networks of ``configs`` (labels ``"<name>|<depth>"``, default
     :data:`CONVERGED_CONFIGS`), each trained alone until ``stop_rule`` holds, ``steps`` at most.
+    ``wu-budget``: Figure 2's networks of ``configs`` (default :data:`BUDGET_CONFIGS`), each trained
+    exactly ``steps`` (depth below 6) or ``steps_deep`` (depth 6 and more) with a held-out set of
+    ``n_heldout`` sequences; seeds ``seeds``, and ``wide_seeds`` as well for ``wide_configs``. With
+    ``admit``, a (configuration, seed) whose committed ``converged`` record the design admits
+    (:func:`posbias.budget.admitted`) is left out: that record is its trajectory.
     """
     common = dict(steps=steps, eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink,
                   stop_rule=stop_rule)
@@ -75,6 +91,20 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
                 raise ValueError(f"configuration {label!r}: give '<{'|'.join(names)}>|<depth>'")
             mask, pe = names[name]
             add(label, int(d), MemberConfig(mask, pe), None)
+    elif experiment == "wu-budget":
+        names = {fig2_name(m, p): (m, p) for m, p in FIG2_PES}
+        for label in configs or BUDGET_CONFIGS:
+            name, _, d = label.partition("|")
+            if name not in names or not d.isdigit():
+                raise ValueError(f"configuration {label!r}: give '<{'|'.join(names)}>|<depth>'")
+            mask, pe = names[name]
+            depth = int(d)
+            n = steps if depth < 6 or steps_deep is None else steps_deep
+            ss = list(seeds) + [s for s in (wide_seeds or []) if label in (wide_configs or []) and s not in seeds]
+            if admit:
+                ss = [s for s in ss if admitted_record(label, s, n, eval_every, n_test, n_sweep, n_sink) is None]
+            out[label] = [Unit(depth, MemberConfig(mask, pe), None, s, steps=n, eval_every=eval_every,
+                               n_test=n_test, n_sweep=n_sweep, n_sink=n_sink, n_heldout=n_heldout) for s in ss]
     elif experiment == "wu-fig-3":
         for mask, pe in FIG3_CONFIGS:
             add(f"{mask}|{pe}", 2, MemberConfig(mask, pe, residual=True), (0, N - 1))
@@ -93,6 +123,45 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
             add(f"prefix|{k}", d, MemberConfig("prefix", "none", prefix=k), None)
     else:
         raise ValueError(f"unknown experiment {experiment!r}")
+    return out
+
+
+def admitted_record(label: str, seed: int, steps: int, eval_every: int, n_test: int, n_sweep: int,
+                    n_sink: int) -> dict[str, Any] | None:
+    """The committed record of the ``converged`` campaign (the plateau rule, capped at 500,000) of
+    ``label`` and ``seed`` under these evaluation settings that the budget design admits as the
+    trajectory of a network trained exactly ``steps`` (:func:`posbias.budget.admitted`), or None."""
+    from ..budget import admitted
+
+    name, _, d = label.partition("|")
+    names = {fig2_name(m, p): (m, p) for m, p in FIG2_PES}
+    if name not in names or not d.isdigit():
+        return None
+    mask, pe = names[name]
+    unit = Unit(int(d), MemberConfig(mask, pe), None, seed, steps=PROFILES["converged"]["steps"],
+                eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink,
+                stop_rule=PROFILES["converged"]["stop_rule"])
+    rec = lookup(unit)
+    return rec if rec is not None and int(d) in (2, 6) and rec["curves"]["step"][-1] == steps and admitted(rec, int(d)) \
+        else None
+
+
+def budget_study(profile: str = "budget", **overrides: Any) -> dict[str, list[tuple[int, str, dict[str, Any] | None]]]:
+    """The fixed-budget study as stored, read from ``data/`` and the user cache only (never trains):
+    label -> one ``(seed, source, record)`` per seed of the design, ``source`` ``"design"`` (trained
+    under it), ``"admitted"`` (a committed ``converged`` record it admits, :func:`admitted_record`) or
+    ``"not yet"`` (record None)."""
+    settings = {**PROFILES[profile], **overrides, "admit": False}
+    out: dict[str, list[tuple[int, str, dict[str, Any] | None]]] = {}
+    for label, us in campaign_units("wu-budget", **settings).items():
+        rows = []
+        for u in us:
+            rec = lookup(u)
+            adm = None if rec is not None else admitted_record(label, u.seed, u.steps, u.eval_every, u.n_test,
+                                                               u.n_sweep, u.n_sink)
+            rows.append((u.seed, "design", rec) if rec is not None else
+                        (u.seed, "admitted", adm) if adm is not None else (u.seed, "not yet", None))
+        out[label] = rows
     return out
 
 
@@ -173,7 +242,13 @@ def _settings(p: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _converged(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
-    return "wu-converged", "default", {"configs": list(p["configs"]), "stop_rule": p["stop_rule"], **_settings(p)}
+    """The chapter's networks: under a stopping rule the earlier ``converged`` campaign; with
+    ``stop_rule`` none the fixed-budget study (``wu-budget``)."""
+    if p["stop_rule"] != "none":
+        return "wu-converged", "default", {"configs": list(p["configs"]), "stop_rule": p["stop_rule"], **_settings(p)}
+    return "wu-budget", "default", {"configs": list(p["configs"]), "steps_deep": p["steps_deep"],
+                                    "wide_configs": list(p["wide_configs"]), "wide_seeds": list(p["wide_seeds"]),
+                                    "n_heldout": p["n_heldout"], **_settings(p)}
 
 
 def _fig2(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:

@@ -233,7 +233,8 @@ def source(part: list[Unit], found: list[Found]) -> Found | None:
 def split_state(st: dict[str, Any], part: list[Unit]) -> dict[str, Any]:
     """The checkpoint of the ensemble ``part`` cut out of the checkpoint ``st`` of a larger ensemble
     holding all its units: every weight and AdamW moment taken along the ensemble axis (axis 0 of
-    each, which must have one entry per member), the members' curves and loss sums; the step, wall
+    each, which must have one entry per member), the members' curves, loss sums and best weights (units
+    with a held-out set); the step, wall
     time, random states and sittings as they were, and the split recorded in ``splits``. Exact:
     the members of an ensemble never interact (``test_ensemble_result_equals_alone``), so training
     the part on from here gives what training the larger ensemble on would have given its units."""
@@ -255,7 +256,10 @@ def split_state(st: dict[str, Any], part: list[Unit]) -> dict[str, Any]:
     return {**{k: v for k, v in st.items() if k != "parked"}, "units": [u.params() for u in part],
             "net": {k: cut(k, v) for k, v in st["net"].items()}, "opt": opt,
             "curves": {k: v if k == "step" else [[row[i] for i in idx] for row in v] for k, v in st["curves"].items()},
-            "loss_acc": cut("loss_acc", st["loss_acc"]), "splits": st.get("splits", []) + [split]}
+            "loss_acc": cut("loss_acc", st["loss_acc"]), "splits": st.get("splits", []) + [split],
+            **({"best": {"step": [st["best"]["step"][i] for i in idx], "loss": [st["best"]["loss"][i] for i in idx],
+                         "net": {k: cut(f"best.{k}", v) for k, v in st["best"]["net"].items()}}}
+               if "best" in st else {})}
 
 
 def take_furthest(part: list[Unit], ckpt: Path, log: Log) -> None:

@@ -16,6 +16,7 @@ from ..model import EnsembleNet
 from ..provenance import collect
 from ..task import TaskConfig, ensemble_batch, make_task
 from . import checkpoints as ck
+from . import heldout as ho
 from .units import SINK_SEED, Unit, default_threads, device, test_sets
 
 __all__ = ["Ensemble", "flushed_denormals", "set_flush_denormal", "train_units", "tune_allocator"]
@@ -142,6 +143,12 @@ class Ensemble:
         self.opt = torch.optim.AdamW(self.net.parameters(), lr=u0.lr, weight_decay=u0.weight_decay)
         self.ic_sets, self.sweeps = test_sets(u0.n_test, u0.n_sweep, cfg)
         self.curves: dict[str, list] = {"step": [], "loss": [], **{name: [] for name in self.ic_sets}}
+        # a unit under a budget: the held-out loss and the sweep at every evaluation, the best weights kept
+        self.heldout = None if u0.n_heldout is None else ho.heldout_sets(self.tasks, self.seeds, self.slots,
+                                                                          u0.n_heldout)
+        self.best = None if self.heldout is None else ho.BestWeights(self.net)
+        if self.heldout is not None:
+            self.curves.update({"heldout_loss": [], "sweep": []})
         self.start, self.loss_acc, self.n_acc, self.wall = 0, torch.zeros(self.E), 0, 0.0
         self.splits: list[dict[str, Any]] = []      # the larger ensembles it was split from
         self.sittings: list[dict[str, Any]] = []
@@ -173,6 +180,8 @@ class Ensemble:
             st["step"], st["curves"], st["loss_acc"], st["n_acc"], st["wall"])
         if st.get("rng") is not None:
             ck.set_rng_state(st["rng"])
+        if self.best is not None:
+            self.best = ho.BestWeights.from_state(self.net, st["best"])
         self.splits, self.sittings = st.get("splits", []), st.get("sittings", [])
         log(f"resumed from step {self.start}/{self.units[0].steps} ({ckpt}); "
             f"{self.units[0].steps - self.start} steps to go")
@@ -187,17 +196,26 @@ class Ensemble:
                 "opt": self.opt.state_dict(), "step": done, "curves": self.curves, "loss_acc": self.loss_acc,
                 "n_acc": self.n_acc, "wall": time.perf_counter() - t0, "rng": ck.rng_state(),
                 "threads": torch.get_num_threads(), "device": str(self.dev), "sittings": self.sittings,
+                **({"best": self.best.state()} if self.best is not None else {}),
                 **({"splits": self.splits} if self.splits else {})}
 
     def evaluate(self, step: int) -> None:
-        """Append the mean loss since the last evaluation and the six ``IC`` accuracies at ``step``."""
+        """Append the mean loss since the last evaluation and the six ``IC`` accuracies at ``step``; for
+        units with a held-out set also the held-out loss and the sweep, and keep the best weights."""
         self.net.eval()
         accs = ev.ic_accuracies(self.net, self.tasks, self.ic_sets)
+        if self.heldout is not None:
+            held = ho.heldout_loss(self.net, self.heldout)
+            sweep = ev.sweep_accuracies(self.net, self.tasks, self.sweeps)
         self.net.train()
         self.curves["step"].append(step)
         self.curves["loss"].append((self.loss_acc / max(self.n_acc, 1)).tolist())
         for name, a in accs.items():
             self.curves[name].append(a.tolist())
+        if self.heldout is not None:
+            self.curves["heldout_loss"].append(held.tolist())
+            self.curves["sweep"].append(sweep.tolist())
+            self.best.update(self.net, step, held)
 
     def step(self, step: int, autocast_bf16: bool) -> None:
         """One AdamW step on the batch ``step`` of every member; evaluates on the evaluation steps."""
@@ -228,8 +246,8 @@ class Ensemble:
             mask = self.net.mask[e, 0].cpu()
             out.append({
                 "params": u.params(),
-                "curves": {"step": self.curves["step"], "loss": [row[e] for row in self.curves["loss"]],
-                           **{name: [row[e] for row in self.curves[name]] for name in self.ic_sets}},
+                "curves": {"step": self.curves["step"],
+                           **{name: [row[e] for row in v] for name, v in self.curves.items() if name != "step"}},
                 "ic_accuracy": {name: float(a[e]) for name, a in final.items()},
                 "gaps": {k: float(v[e]) for k, v in gaps.items()},
                 "sweep_accuracy": sweep[e].tolist(),
@@ -239,6 +257,7 @@ class Ensemble:
                 "train_seconds_ensemble": train_seconds,
                 "ensemble_size": self.E,
                 **({"splits": self.splits} if self.splits else {}),
+                **({"best": self.best.member(e)} if self.best is not None else {}),
             })
         return out
 

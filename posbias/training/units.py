@@ -17,6 +17,7 @@ UNIT_EXPERIMENT = "wu-units"
 VERSION = 2                 # 2: fused softmax, complex RoPE, O(m^2) class draws (1 gave other roundings)
 TEST_SEED = 20250201        # the fixed test sets shared by every unit
 SINK_SEED = 10**9           # batches for attention maps; far from any training seed
+HELDOUT_STEP = 10**9        # the held-out set is the training batch of this step: no run trains that long
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -62,6 +63,11 @@ class Unit:
     #: A stopping rule of :data:`posbias.convergence.RULES`: train until it holds, ``steps`` at most
     #: (the ``converged`` profile). None: exactly ``steps`` (the key then omits it, as before it existed).
     stop_rule: str | None = None
+    #: Sequences of the fixed held-out set (``None``: none, and the key omits it). When set, every
+    #: evaluation also records the position sweep and the cross-entropy on the held-out set (the
+    #: training distribution of the unit's own task, batch :data:`HELDOUT_STEP`, which no run trains
+    #: on), and the weights at the evaluation of lowest held-out loss are kept (the ``budget`` profile).
+    n_heldout: int | None = None
 
     def params(self) -> dict[str, Any]:
         """The store key: everything the result depends on."""
@@ -70,7 +76,8 @@ class Unit:
                 "seed": self.seed, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
                 "weight_decay": self.weight_decay, "eval_every": self.eval_every, "n_test": self.n_test,
                 "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": TEST_SEED,
-                **({"stop_rule": self.stop_rule} if self.stop_rule is not None else {})}
+                **({"stop_rule": self.stop_rule} if self.stop_rule is not None else {}),
+                **({"n_heldout": self.n_heldout} if self.n_heldout is not None else {})}
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "Unit":
@@ -83,7 +90,7 @@ class Unit:
                 kw[f.name] = cfg
             elif f.name == "target_slots":
                 kw[f.name] = None if params[f.name] is None else tuple(params[f.name])
-            elif f.name == "stop_rule":
+            elif f.name in ("stop_rule", "n_heldout"):
                 kw[f.name] = params.get(f.name)
             else:
                 kw[f.name] = params[f.name]
@@ -96,7 +103,8 @@ class Unit:
     def shape_key(self) -> tuple:
         """Units with equal keys can share one ensemble."""
         return (self.depth, self.steps, self.batch_size, self.lr, self.weight_decay, self.eval_every,
-                self.n_test, self.n_sweep, self.n_sink, self.config.rope_base, self.stop_rule)
+                self.n_test, self.n_sweep, self.n_sink, self.config.rope_base, self.stop_rule,
+                self.n_heldout)
 
     def group_key(self) -> tuple:
         """How campaigns group units into ensembles: by :meth:`shape_key` and PE, so that RoPE and
