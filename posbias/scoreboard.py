@@ -63,6 +63,22 @@ class Scoreboard:
         return pd.DataFrame([{"share of ceiling": f"{s:.2f}" + (" (the rule)" if s == j.share else ""),
                               **claims.share_counts(self.judged, s)} for s in shares])
 
+    def figure_phrase(self, figure: str) -> str:
+        """What the register's verdicts say of one figure, after Holm, e.g. ``"2 of 9 claims reproduced
+        (2 on a position shortcut), 1 contradicted, 6 inconclusive"``: the words the front page and the
+        README use for it, never "reproduced" alone."""
+        js = [j for j in self.judged if j.entry.figure == figure]
+        h = claims.counts(js, True)
+        parts = [f"{h['reproduced']} of {len(js)} claim{'s' if len(js) != 1 else ''} reproduced"
+                 + (f" ({h['on a shortcut']} on a position shortcut)" if h["on a shortcut"] else "")]
+        parts += [f"{h[s]} {s}" for s in claims.STATUSES[1:] if h[s]]
+        return ", ".join(parts)
+
+    def readme_line(self) -> str:
+        """The README's one line of verdicts per figure (a test keeps the README's copy equal to it)."""
+        return ("Verdicts at the paper's settings, after Holm (exploratory): "
+                + "; ".join(f"{fig}: {self.figure_phrase(fig)}" for fig in self.figures()) + ".")
+
     def by_figure(self) -> str:
         """One phrase per figure: the count of each status after Holm, e.g. ``"Figure 5: 1 contradicted"``."""
         parts = []
@@ -70,6 +86,30 @@ class Scoreboard:
             h = claims.counts([j for j in self.judged if j.entry.figure == fig], True)
             parts.append(f"{fig}: " + ", ".join(f"{h[s]} {s}" for s in claims.STATUSES if h[s]))
         return "; ".join(parts)
+
+    def changes(self):
+        """Every entry whose verdict (by t alone or after Holm) differs from the first register's
+        (``wu2025-first-pass.json``, judged by that register's own code on the same units), and every
+        entry added or removed, with why: a ``pandas.DataFrame`` of claim, first pass, second pass
+        (each "t alone / after Holm"), and the reason."""
+        import pandas as pd
+
+        first = first_pass()["entries"]
+        now = {j.entry.id: j for j in self.judged}
+        rows = []
+        for id_, old in first.items():
+            j = now.get(id_)
+            was = f"{old['status']} / {old['holm']}"
+            if j is None:
+                rows.append({"claim": id_, "first pass": was, "second pass": "(removed)", "why": _removed_why(id_)})
+            elif (j.status, j.holm) != (old["status"], old["holm"]):
+                rows.append({"claim": id_, "first pass": was, "second pass": f"{j.status} / {j.holm}",
+                             "why": _why(old, j)})
+        for id_, j in now.items():
+            if id_ not in first:
+                rows.append({"claim": id_, "first pass": "(new)", "second pass": f"{j.status} / {j.holm}",
+                             "why": _new_why(j)})
+        return pd.DataFrame(rows, columns=["claim", "first pass", "second pass", "why"])
 
     def summary(self) -> dict[str, Any]:
         """Counts for prose and the front page: ``total``; ``holm_<status>`` (after Holm over the
@@ -80,10 +120,80 @@ class Scoreboard:
         for s in claims.STATUSES:
             out[f"holm_{s.replace(' ', '_')}"] = h[s]
             out[f"t_{s.replace(' ', '_')}"] = t[s]
-        out.update(tested=sum(j.status != claims.NOT_YET for j in self.judged),
+        out.update(holm_shortcut=h["on a shortcut"], t_shortcut=t["on a shortcut"],
+                   cannot_reach=sum(bool(j.cannot_reach) for j in self.judged),
+                   tested=sum(j.status != claims.NOT_YET for j in self.judged),
                    not_converged=sum(j.converged is False for j in self.judged), n_figures=len(self.figures()),
                    units_committed=self.units_committed, units_needed=self.units_needed)
         return out
+
+
+def first_pass() -> dict[str, Any]:
+    """The first register's entries and verdicts (after Holm over its 61 entries), judged by its own
+    code at commit 062ecbe on the committed units, with that provenance."""
+    return json.loads((claims.REGISTER.parent / "wu2025-first-pass.json").read_text())
+
+
+def _removed_why(id_: str) -> str:
+    if id_.startswith("fig2-depth-"):
+        return "replaced by the trend over 2, 4 and 6 layers on each gap, with both steps as guards"
+    if id_.startswith("fig2-middle-last-smaller-"):
+        return "replaced by the sizes of middle-last against both first gaps, for every PE"
+    if id_ == "fig2-no-u":
+        return "replaced by one absence claim per depth"
+    if id_ == "fig5-first-key-excess":
+        return "replaced by fig5-first-key-sink on Gu et al.'s rate (the excess is its second reading)"
+    return "removed"
+
+
+def _why(old: dict, j: claims.Judged) -> str:
+    e, parts = j.entry, []
+    if old["quantity"] != e.quantity or old["args"] != e.args:
+        parts.append(f"quantity {old['quantity']} -> {e.quantity}")
+    if old["direction"] != e.direction:
+        parts.append(f"direction {old['direction']} -> {e.direction}" + (f" (margin {e.margin})" if e.margin else ""))
+    if (old["guard"] or None) != (e.guard or None):
+        parts.append("guard changed")
+    if not parts and old["se"] is not None and j.se is not None and abs(old["se"] - j.se) > 1e-9:
+        parts.append(f"standard error {old['se']:.4f} -> {j.se:.4f} (the contrast's own bound)")
+    if not parts and j.n_runs != j.n_seeds:
+        parts.append(f"{j.n_runs} distinct runs of {j.n_seeds}")
+    return "; ".join(parts) or "Holm over a register of another size"
+
+
+def _new_why(j: claims.Judged) -> str:
+    return f"new entry: {j.entry.reading}"
+
+
+def u_table(profile: str = "paper"):
+    """Each configuration's lost-in-the-middle U (:func:`posbias.claims.quantities.u_depth`), the
+    quantity the 'no U' entries take the deepest of per seed: a ``pandas.DataFrame`` of campaign,
+    configuration, U (mean ± SE over distinct runs, the SE with one U's own binomial bound), t, the
+    runs with a U above 0, the distinct runs, and the verdict of 'U > 0' by the register's judge
+    (Student's t over the distinct runs at its level; the normal quantile for one)."""
+    import pandas as pd
+
+    from . import stats
+    from .claims import quantities as q
+    from .training.campaigns import stored_campaign
+
+    level = claims.register().judge.level
+    rows = []
+    for campaign in ("wu-fig-2", "wu-fig-3", "wu-fig-4"):
+        for label, us in stored_campaign(campaign, profile).items():
+            if not us or any(u is None for u in us) or "sweep_accuracy" not in us[0]:
+                continue
+            m = q.u_depth({label: us}, label)
+            sigs = [json.dumps([u["ic_accuracy"], u["sweep_accuracy"]], sort_keys=True) for u in us]
+            v = m.per_seed[[i for i, sg in enumerate(sigs) if sg not in sigs[:i]]]    # identical runs once
+            n = v.numel()
+            se = float((v.var(unbiased=True) / n + m.coef2 / (4 * m.n)) ** 0.5) if n > 1 else (m.coef2 / (4 * m.n)) ** 0.5
+            mean = float(v.mean())
+            rows.append({"campaign": campaign, "configuration": label, "U": f"{mean:+.3f} ± {se:.3f}",
+                         "t": f"{mean / se:+.2f}", "runs with U > 0": f"{int((m.per_seed > 0).sum())} of {len(us)}",
+                         "distinct runs": n,
+                         "U > 0": stats.verdict(mean, se, 1, stats.t_critical(n, level))})
+    return pd.DataFrame(rows)
 
 
 def build(profile: str = "paper") -> Scoreboard:

@@ -19,6 +19,24 @@ def test_every_quote_is_in_the_papers_text():
     assert len(reg.entries) >= 50
 
 
+def test_every_trained_network_sentence_is_covered():
+    """The coverage list: each sentence is the paper's, each names entries of the register or why none,
+    every register entry is listed under exactly one sentence, and its quote lies inside that sentence."""
+    reg = claims.register()
+    cov = claims.coverage()
+    ids = [i for c in cov for i in c.get("entries", [])]
+    assert sorted(ids) == sorted(e.id for e in reg.entries)                 # each entry once
+    assert all(("entries" in c) != ("none" in c) for c in cov)
+    quote = {e.id: claims.normalise(e.quote) for e in reg.entries}
+    for c in cov:
+        assert all(quote[i] in claims.normalise(c["sentence"]) for i in c.get("entries", [])), c["sentence"]
+    if PAPER.is_file():
+        text = claims.normalise(PAPER.read_text())
+        assert [c["sentence"] for c in cov if claims.normalise(c["sentence"]) not in text] == []
+    tab = claims.coverage_table(claims.judge_register())
+    assert len(tab) == len(cov) and (tab["entries"] == 0).sum() == sum("none" in c for c in cov)
+
+
 def test_a_quote_not_in_the_paper_is_found_missing():
     reg = claims.register()
     first = reg.entries[0]

@@ -55,3 +55,18 @@ def test_hero_data_and_figure_from_committed_data():
     assert len(fig.axes) == 3 and len(fig.axes[1].patches) == 3
     if h.sink_multiple is not None:
         assert len(h.sink_multiple) == len(fig.axes[2].patches) and max(h.sink_multiple) > 1
+
+
+def test_the_readme_and_front_page_words_are_the_registers_counts(board):
+    """The README's per-figure line is the one the scoreboard computes (a stale count fails here), and
+    the front page glues each figure's words from the scoreboard rather than saying "reproduced"."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    assert board.readme_line() in (root / "README.md").read_text()
+    intro = (root / "book" / "intro.md").read_text()
+    assert all(f"sb_words_{n}" in intro for n in (2, 3, 4, 5, 6))
+    assert "experiments, reproduced" not in intro
+    phrase = board.figure_phrase("Figure 6")
+    js = [j for j in board.judged if j.entry.figure == "Figure 6"]
+    assert phrase.startswith(f"{sum(j.holm == 'reproduced' for j in js)} of {len(js)} claims reproduced")

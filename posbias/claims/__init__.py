@@ -24,7 +24,7 @@ from .. import stats
 from .quantities import QUANTITIES, Measure
 
 __all__ = ["Entry", "Judge", "Register", "Judged", "NOT_YET", "STATUSES", "load", "register", "judge",
-           "distinct_runs", "untrained_accuracy",
+           "distinct_runs", "untrained_accuracy", "coverage", "coverage_table",
            "judge_register", "quotes_missing", "counts", "share_counts", "table", "publish", "normalise", "QUANTITIES"]
 
 REGISTER = Path(__file__).with_name("wu2025.yml")
@@ -83,7 +83,7 @@ class Entry:
 
 @dataclass(frozen=True)
 class Judge:
-    """The judge written at the top of the register, before judging."""
+    """The judge written at the top of the register (after the committed networks were read: exploratory)."""
 
     level: float
     share: float
@@ -211,6 +211,34 @@ def load(path: Path | str = REGISTER) -> Register:
         seen_quantities[key] = e.id
         entries.append(e)
     return Register(judge_, tuple(entries))
+
+
+def coverage(path: Path | str = REGISTER) -> list[dict[str, Any]]:
+    """The register's coverage list: every trained-network sentence of the paper's Sections 5.1, 5.2,
+    K.1 and K.2, each ``{sentence, where}`` with ``entries`` (ids) or ``none`` (why no entry judges it)."""
+    import yaml
+
+    return list(yaml.safe_load(Path(path).read_text()).get("coverage", []))
+
+
+def coverage_table(judged: Sequence[Judged]):
+    """A ``pandas.DataFrame`` of the coverage list: where, the sentence, and its entries' verdicts after
+    Holm (counted per status) or why no entry judges it."""
+    import pandas as pd
+
+    by = {j.entry.id: j for j in judged}
+    rows = []
+    for c in coverage():
+        if "entries" in c:
+            hs = [by[i].holm for i in c["entries"] if i in by]
+            judged_ = ", ".join(f"{hs.count(s)} {s}" for s in STATUSES if hs.count(s))
+            on_sc = sum(by[i].holm == "reproduced" and bool(by[i].shortcut) for i in c["entries"] if i in by)
+            rows.append({"where": c["where"], "sentence": c["sentence"], "entries": len(c["entries"]),
+                         "after Holm": judged_ + (f" ({on_sc} on a shortcut)" if on_sc else "")})
+        else:
+            rows.append({"where": c["where"], "sentence": c["sentence"], "entries": 0,
+                         "after Holm": "no entry: " + c["none"]})
+    return pd.DataFrame(rows)
 
 
 _CACHE: dict[str, Register] = {}
