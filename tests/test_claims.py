@@ -196,3 +196,24 @@ def test_the_residual_study_is_not_judged_against_claims_about_networks_without_
     reg = claims.register()
     assert not [e for e in reg.entries if e.campaign == "wu-residual-depth"]
     assert all(not e.setting["residual"] for e in reg.select(campaign="wu-fig-2"))
+
+
+def test_sink_entries_are_judged_on_the_papers_metric():
+    """Appendix K.2 uses Gu et al.'s sink rate: every K.2 entry's quantity is a rate, with the excess
+    over uniform attention as its named second reading, and every window and prefix the campaign
+    trains appears in some entry."""
+    from posbias.training.campaigns import units_of
+
+    rates = {"sink_rate", "rate_margin", "rate_trend", "prefix_rate_margin", "prefix_rate_vs_causal"}
+    k2 = [e for e in claims.register().entries if e.where.startswith("Appendix K.2")]
+    assert k2 and all(e.quantity in rates for e in k2)
+    assert all(e.second and e.second["label"] == "excess over uniform" for e in k2)
+    trained = set(units_of("wu-fig-6", "paper", {}))
+    assert trained == {c for e in k2 for c in e.configs}
+
+
+def test_the_register_says_its_verdicts_are_exploratory():
+    head = claims.REGISTER.read_text().split("\njudge:")[0]
+    assert "exploratory" in head and "after" in head
+    for key in ("guards", "distinct_runs", "absence", "metric", "shortcut"):
+        assert claims.register().judge.text[key]

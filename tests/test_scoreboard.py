@@ -70,3 +70,14 @@ def test_the_readme_and_front_page_words_are_the_registers_counts(board):
     phrase = board.figure_phrase("Figure 6")
     js = [j for j in board.judged if j.entry.figure == "Figure 6"]
     assert phrase.startswith(f"{sum(j.holm == 'reproduced' for j in js)} of {len(js)} claims reproduced")
+
+
+def test_no_page_says_the_rules_came_before_the_data():
+    """The register's rules were written after the networks were read: no page may say otherwise."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pages = list((root / "notebooks").glob("*.md")) + list((root / "book").glob("*.md")) + [root / "README.md"]
+    wrong = ("before it was run", "fixed in advance", "chosen before the verdicts", "written before the verdicts")
+    said = [(p.name, w) for p in pages for w in wrong if w in p.read_text()]
+    assert said == []
