@@ -242,13 +242,14 @@ def admitted(record: Mapping[str, Any] | None, depth: int) -> bool:
             and list(steps) == list(range(0, BUDGETS[depth] + 1, EVAL_EVERY)))
 
 
-def as_read(run: Mapping[str, Any] | None, how: str = "reading") -> dict[str, Any] | None:
-    """A copy of ``run`` whose ``ic_accuracy`` and ``gaps`` are its :func:`reading` (``how="reading"``)
-    or its :func:`best_reading` (``"best"``; None when the record has no held-out loss), for the
-    register's judge; the records stored at the end only (sweep, attention) are dropped."""
+def as_read(run: Mapping[str, Any] | None, how: str = "reading", end: int | None = None) -> dict[str, Any] | None:
+    """A copy of ``run`` whose ``ic_accuracy`` and ``gaps`` are its :func:`reading` up to ``end``
+    (``how="reading"``; default the last evaluation) or its :func:`best_reading` (``"best"``; None when
+    the record has no held-out loss), for the register's judge; the records stored at the end only
+    (sweep, attention) are dropped."""
     if run is None:
         return None
-    r = reading(run) if how == "reading" else best_reading(run)
+    r = reading(run, end) if how == "reading" else best_reading(run)
     if r is None:
         return None
     v = {k: copy.deepcopy(x) for k, x in run.items() if k not in ("sweep_accuracy", "mean_attention", "sink_alpha",

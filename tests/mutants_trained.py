@@ -98,8 +98,26 @@ def _window_change_slope(orig):
     return lambda steps, values, end, window: orig(steps, values, end, window) / window  # slope, not change
 
 
-def _rule_test_inverted(orig):
-    return lambda run, rule: not orig(run, rule)               # stops wherever the rule does not hold
+def _reading_40k(orig):
+    return lambda run, end=None, window=50_000: orig(run, end, 40_000)  # nine evaluations, not eleven
+
+
+def _best_kept_at_highest(orig):
+    class BestWeights(orig):
+        def update(self, net, step, loss):
+            if step == 0:
+                return
+            sd = net.state_dict()
+            for e, value in enumerate(loss.tolist()):
+                if not value < self.loss[e] or self.step[e] is None:    # keeps the higher loss
+                    self.step[e], self.loss[e] = step, float(value)
+                    for k, v in sd.items():
+                        self.net[k][e] = v[e].detach()
+    return BestWeights
+
+
+def _branches_never_cut(orig):
+    return lambda end_accuracy, gap=0.05: [sorted(end_accuracy, key=end_accuracy.get)] if end_accuracy else []
 
 
 def _paper_reads_default(orig):
@@ -112,10 +130,6 @@ def _rule_window_40k(orig):
     import dataclasses
 
     return lambda name: dataclasses.replace(orig(name), window=40_000)  # trains under another rule
-
-
-def _views_swapped(orig):
-    return {"primary": orig["secondary"], "secondary": orig["primary"]}
 
 
 def _gap_se_pooled(orig):
@@ -213,14 +227,16 @@ TRAINED_MUTANTS: list[Mutant] = [
            _gap_curve_one_early, ("wu-bias-over-training",)),
     Mutant("window-change-slope", f"{C}.window_change", "the stopping rule's change over the window as a "
            "slope per iteration", _window_change_slope, ("wu-bias-over-training",)),
-    Mutant("rule-test-inverted", "posbias.training.loop._rule_holds", "training stops at the first evaluation "
-           "where the stopping rule does not hold", _rule_test_inverted, ("wu-bias-over-training",), own_cache=True),
+    Mutant("budget-reading-40k", "posbias.budget.reading", "a network read over the last 40,000 iterations "
+           "(nine evaluations), not the declared 50,000", _reading_40k, ("wu-bias-over-training",)),
+    Mutant("best-kept-at-highest", "posbias.training.heldout.BestWeights", "the weights kept at a higher held-out "
+           "loss than the lowest", _best_kept_at_highest, ("wu-bias-over-training",), own_cache=True),
+    Mutant("branches-never-cut", "posbias.budget.branches", "every network of a configuration put in one branch",
+           _branches_never_cut, ("wu-bias-over-training",)),
     Mutant("paper-reads-default", "posbias.training.campaigns.stored_campaign", "the committed paper-profile "
            "networks looked up under the default profile", _paper_reads_default, TRAINED[:5]),
     Mutant("rule-window-40k", f"{C}.rule", "the stopping rule looked up with a 40,000-iteration window",
            _rule_window_40k, ("wu-bias-over-training",)),
-    Mutant("views-swapped", "posbias.overtraining.CONVERGED_VIEWS", "the converged networks read at the best "
-           "loss first, where they stopped second", _views_swapped, ("wu-bias-over-training",)),
     Mutant("gap-se-pooled", f"{C}.gap_se", "the gap's standard error sqrt(2) too large",
            _gap_se_pooled, ("wu-bias-over-training",)),
     Mutant("record-gaps-stale", "posbias.training.campaigns.lookup", "records store the gaps of the evaluation "

@@ -50,3 +50,44 @@ def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title:
         axes.flat[0].text(0.5, 0.5, "no complete configuration yet", ha="center", transform=axes.flat[0].transAxes)
     fig.suptitle(f"{title} (dashed grey: training loss, right axis)", fontsize=10)
     return fig
+
+
+def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict | None]]],
+                               mark: int | None = 100_000) -> matplotlib.figure.Figure:
+    """The fixed-budget study, every network drawn: one column per configuration, the mean IC accuracy
+    (top) and the first-last gap (bottom) of each stored network against iterations (thousands), one
+    line per network, coloured by its branch (:func:`posbias.budget_read.branches_of`; solid: trained
+    under the design, dashed: admitted). A configuration with no network stored says ``not yet``."""
+    from .. import budget as bd
+    from .. import convergence as cv
+    from ..budget_read import branches_of, done
+
+    labels = list(study)
+    fig, axes = plt.subplots(2, max(len(labels), 1), figsize=(2.6 * max(len(labels), 1), 4.6), sharex="col",
+                             sharey="row", squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    source = {(label, s): src for label, rows in study.items() for s, src, _ in rows}
+    for k, label in enumerate(labels):
+        top, bottom = axes[0, k], axes[1, k]
+        runs = done(study)[label]
+        top.set_title(f"{label.replace('|', ', depth ')} ({len(runs)} of {len(study[label])})", fontsize=8)
+        if not runs:
+            top.text(0.5, 0.5, "not yet", ha="center", va="center", transform=top.transAxes, fontsize=9)
+            bottom.text(0.5, 0.5, "not yet", ha="center", va="center", transform=bottom.transAxes, fontsize=9)
+            continue
+        for b, branch in enumerate(branches_of(runs)):
+            for seed, r in branch:
+                c = r["curves"]
+                x = [s / 1000 for s in c["step"]]
+                ls = "-" if source[(label, seed)] == "design" else "--"
+                top.plot(x, bd.mean_accuracy(c), color=colours[b % len(colours)], lw=0.9, ls=ls)
+                bottom.plot(x, cv.gap_curve(c, "first-last"), color=colours[b % len(colours)], lw=0.9, ls=ls)
+        for ax in (top, bottom):
+            if mark is not None:
+                ax.axvline(mark / 1000, color="k", lw=0.5, ls=":")
+        bottom.axhline(0, color="k", lw=0.5)
+        bottom.set_xlabel("iteration (thousands)", fontsize=8)
+    axes[0, 0].set_ylabel("mean IC accuracy")
+    axes[1, 0].set_ylabel("first-last gap")
+    fig.suptitle("Every network of the fixed-budget study (colour: branch; dashed: admitted record)", fontsize=9)
+    return fig

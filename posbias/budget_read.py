@@ -1,0 +1,259 @@
+"""What the chapter ``wu-bias-over-training`` reads off the fixed-budget study (:mod:`posbias.budget`):
+one table per question, the sentences that describe the branches, the register's claims at 100,000
+iterations and at the end of the budget on the same networks, and per branch. Nothing here trains.
+
+A *study* is what :func:`posbias.training.budget_study` returns: configuration label -> one
+``(seed, source, record)`` per seed of the design, ``source`` ``"design"``, ``"admitted"`` or
+``"not yet"`` (record None). Every table says ``not yet`` where the networks are not stored.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import budget as bd
+from . import claims, stats
+from . import convergence as cv
+
+__all__ = ["PAPER_STEP", "done", "networks_table", "readings_table", "branches_of", "branch_table",
+           "shape_words", "branch_sentences", "moving_table", "best_table", "claims_table", "training_hours"]
+
+#: The paper's snapshot; read from the same long runs as the end (the mean over 50,000 to 100,000).
+PAPER_STEP = 100_000
+Study = Mapping[str, Sequence[tuple[int, str, "dict[str, Any] | None"]]]
+QUANTITIES = ("accuracy", *cv.GAP_NAMES)
+
+
+def done(study: Study) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """label -> ``(seed, record)`` of the networks stored so far (trained under the design or admitted)."""
+    return {label: [(s, r) for s, _, r in rows if r is not None] for label, rows in study.items()}
+
+
+def _value(r: Mapping[str, Any], q: str) -> float:
+    return float(r["accuracy"] if q == "accuracy" else r["gaps"][q])
+
+
+def _mean_se(values: Sequence[float], signed: bool = True) -> str:
+    v = np.asarray(values, dtype=float)
+    f = "+.3f" if signed else ".3f"
+    if len(v) == 0:
+        return "not yet"
+    if len(v) == 1:
+        return f"{v[0]:{f}} (one network)"
+    return f"{v.mean():{f}} ± {v.std(ddof=1) / math.sqrt(len(v)):.3f}"
+
+
+def training_hours(record: Mapping[str, Any]) -> float:
+    """Hours one network took to train (its ensemble's wall time over its members; one torch thread)."""
+    return float(record["train_seconds_ensemble"]) / int(record.get("ensemble_size", 1)) / 3600
+
+
+def networks_table(study: Study):
+    """One row per configuration: the design's networks, how many trained under the design, admitted,
+    not yet, and the training hours of those stored. A ``pandas.DataFrame``."""
+    import pandas as pd
+
+    rows = []
+    for label, rs in study.items():
+        n = {k: sum(src == k for _, src, _ in rs) for k in ("design", "admitted", "not yet")}
+        stored = [r for _, _, r in rs if r is not None]
+        rows.append({"configuration": label, "networks in the design": len(rs),
+                     "trained under the design": n["design"], "admitted (converged campaign)": n["admitted"],
+                     "not yet trained": n["not yet"],
+                     "training hours so far": f"{sum(training_hours(r) for r in stored):.1f}"})
+    return pd.DataFrame(rows)
+
+
+def readings_table(study: Study, at: int = PAPER_STEP):
+    """The networks at the paper's snapshot and at the end of their budget, the same networks both
+    times: one row per configuration and quantity (mean IC accuracy, the three gaps), each the mean ±
+    SE over the networks stored of its reading (:func:`posbias.budget.reading`) at ``at`` and at the end,
+    and the change per network. A ``pandas.DataFrame``."""
+    import pandas as pd
+
+    rows = []
+    for label, runs in done(study).items():
+        snap = [bd.reading(r, at) for _, r in runs]
+        end = [bd.reading(r) for _, r in runs]
+        for q in QUANTITIES:
+            a, b = [_value(x, q) for x in snap], [_value(x, q) for x in end]
+            rows.append({"configuration": label, "quantity": "mean IC accuracy" if q == "accuracy" else q,
+                         "networks": f"{len(runs)} of {len(study[label])}",
+                         f"at {at // 1000}k": _mean_se(a, q != "accuracy"), "at the end": _mean_se(b, q != "accuracy"),
+                         "change": _mean_se(np.subtract(b, a))})
+    return pd.DataFrame(rows)
+
+
+def branches_of(runs: Sequence[tuple[int, Mapping[str, Any]]]) -> list[list[tuple[int, Mapping[str, Any]]]]:
+    """The branches (:func:`posbias.budget.branches`) of a configuration's stored networks, lowest
+    accuracy first, each a list of ``(seed, record)``."""
+    by = {s: r for s, r in runs}
+    return [[(s, by[s]) for s in b] for b in bd.branches({s: bd.reading(r)["accuracy"] for s, r in runs})]
+
+
+def _exits_after(r: Mapping[str, Any], after: int = PAPER_STEP) -> list[int]:
+    c = r["curves"]
+    return [int(x["exit"]) for x in bd.plateau_exits(c["step"], bd.mean_accuracy(c)) if x["exit"] > after]
+
+
+def branch_table(study: Study):
+    """One row per branch of each configuration with networks stored: its networks (seeds), their
+    readings of mean IC accuracy (range) and of the three gaps (mean), and where its networks left a
+    plateau after 100,000 iterations. A ``pandas.DataFrame``."""
+    import pandas as pd
+
+    rows = []
+    for label, runs in done(study).items():
+        if not runs:
+            rows.append({"configuration": label, "branch": "not yet", "networks": "", "seeds": "",
+                         "accuracy at the end": "", **{g: "" for g in cv.GAP_NAMES},
+                         "left a plateau after 100k": ""})
+            continue
+        bs = branches_of(runs)
+        for i, b in enumerate(bs, 1):
+            rd = [bd.reading(r) for _, r in b]
+            acc = [x["accuracy"] for x in rd]
+            exits = [(s, x) for s, r in b for x in _exits_after(r)]
+            rows.append({"configuration": label, "branch": f"{i} of {len(bs)}", "networks": len(b),
+                         "seeds": ", ".join(str(s) for s in sorted(s for s, _ in b)),
+                         "accuracy at the end": f"{min(acc):.3f}" if len(acc) == 1 else f"{min(acc):.3f} to {max(acc):.3f}",
+                         **{g: f"{np.mean([x['gaps'][g] for x in rd]):+.3f}" for g in cv.GAP_NAMES},
+                         "left a plateau after 100k": "; ".join(f"seed {s} at {x:,}" for s, x in exits) or "none"})
+    return pd.DataFrame(rows)
+
+
+def shape_words(gaps: Mapping[str, float], unit: float = bd.JUMP) -> str:
+    """The shape of a position preference in words, from mean gaps (``a-b`` positive: slot ``a``
+    preferred); a gap counts only beyond ``unit`` (the design's unit of a substantive difference)."""
+    fm, fl, ml = (gaps[g] for g in cv.GAP_NAMES)
+    big = {g: abs(v) > unit for g, v in gaps.items()}
+    if big["first-middle"] and big["middle-last"] and fm > 0 > ml:
+        return "U-shaped: the first and last items are served better than the middle one"
+    if big["first-middle"] and big["middle-last"] and fm < 0 < ml:
+        return "an inverted U: the middle item is served best"
+    if big["first-last"] and fl < 0 and ml < unit:
+        return "a preference for the last item"
+    if big["first-last"] and fl > 0 and fm > -unit:
+        return "a preference for the first item"
+    if not any(big.values()):
+        return f"no gap beyond {unit:.2f}"
+    return "no single shape"
+
+
+def branch_sentences(study: Study) -> str:
+    """One plain sentence per configuration with networks stored: how its networks split and where
+    each branch ends (accuracy, gaps, their shape in words); ``"no network yet"`` when none is."""
+    out = []
+    for label, runs in done(study).items():
+        if not runs:
+            continue
+        bs = branches_of(runs)
+        parts = []
+        for b in bs:
+            rd = [bd.reading(r) for _, r in b]
+            g = {k: float(np.mean([x["gaps"][k] for x in rd])) for k in cv.GAP_NAMES}
+            acc = [x["accuracy"] for x in rd]
+            parts.append(f"{len(b)} end at mean IC accuracy {min(acc):.3f}" + (f" to {max(acc):.3f}" if len(b) > 1 else "")
+                         + f" (first-middle {g['first-middle']:+.3f}, first-last {g['first-last']:+.3f}, "
+                         f"middle-last {g['middle-last']:+.3f}: {shape_words(g)})")
+        split = " : ".join(str(len(b)) for b in bs)
+        head = (f"{label}, {len(runs)} of {len(study[label])} networks stored: " +
+                (f"one branch; " if len(bs) == 1 else f"{len(bs)} branches, {split}; "))
+        out.append(head + "; ".join(parts))
+    return ". ".join(out) + "." if out else "no network yet."
+
+
+def moving_table(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], window: int = bd.READ_WINDOW,
+                 margin: float = bd.MARGIN):
+    """Still moving at the end (:func:`posbias.budget.still_moving`): one row per configuration and
+    quantity (mean IC accuracy and the three gaps), how many of its networks are settled, moving or
+    undetermined over the last ``window`` iterations, and the mean change. Configurations without
+    networks are left out. A ``pandas.DataFrame``."""
+    import pandas as pd
+
+    rows = []
+    for label, us in runs.items():
+        us = [u for u in us if u is not None]
+        if not us:
+            continue
+        for q in QUANTITIES:
+            got = [bd.still_moving(u["curves"]["step"], bd.mean_accuracy(u["curves"]) if q == "accuracy"
+                                   else cv.gap_curve(u["curves"], q), window=window, margin=margin) for u in us]
+            rows.append({"configuration": label, "quantity": "mean IC accuracy" if q == "accuracy" else q,
+                         "networks": len(us), **{v: sum(x["verdict"] == v for x in got)
+                                                 for v in ("settled", "moving", "undetermined")},
+                         f"change over the last {window // 1000}k": _mean_se([x["change"] for x in got])})
+    return pd.DataFrame(rows)
+
+
+def best_table(study: Study):
+    """The secondary reading: one row per configuration with networks stored: how many recorded a
+    held-out loss, where their lowest was (range of steps), their mean IC accuracy there and in the
+    reading. A ``pandas.DataFrame``."""
+    import pandas as pd
+
+    rows = []
+    for label, runs in done(study).items():
+        best = [(bd.best_reading(r), bd.reading(r)) for _, r in runs]
+        have = [(b, r) for b, r in best if b is not None]
+        steps = [b["step"] for b, _ in have]
+        rows.append({"configuration": label, "networks": len(runs),
+                     "with a held-out loss": len(have) if have else "not recorded",
+                     "lowest held-out loss at": f"{min(steps):,} to {max(steps):,}" if steps else "",
+                     "accuracy there": _mean_se([b["accuracy"] for b, _ in have], False) if have else "",
+                     "accuracy in the reading": _mean_se([r["accuracy"] for _, r in have], False) if have else ""})
+    return pd.DataFrame(rows)
+
+
+def _entries(labels: Sequence[str]) -> list[claims.Entry]:
+    from .overtraining import MEASURED_ALONG
+
+    return [e for e in claims.register().select(campaign="wu-fig-2") if e.quantity in MEASURED_ALONG
+            and all(g["quantity"] in MEASURED_ALONG for g in e.guards) and set(e.configs) <= set(labels)]
+
+
+def _read_all(study: Study, end: int | None = None) -> dict[str, list[dict[str, Any] | None]]:
+    return {label: [bd.as_read(r, "reading", end) for _, _, r in rows] for label, rows in study.items()}
+
+
+def claims_table(study: Study):
+    """The register's Figure 2 claims measurable from the IC accuracies whose configurations are all in
+    the study: the verdict (after Holm, over these claims) on every network at its reading at 100,000
+    iterations and at the end, and per branch (:data:`posbias.budget.MIN_BRANCH` networks or more, Holm
+    over the per-branch verdicts) where a configuration the claim names splits; ``not yet`` until all
+    the design's networks of its configurations are stored. A ``pandas.DataFrame``."""
+    import pandas as pd
+
+    entries = _entries(list(study))
+    at100 = claims.judge(entries, {"wu-fig-2": _read_all(study, PAPER_STEP)})
+    at_end = claims.judge(entries, {"wu-fig-2": _read_all(study)})
+    complete = {label for label, rows in study.items() if all(r is not None for _, _, r in rows)}
+    split = {label: branches_of(done(study)[label]) for label in complete}
+    split = {label: bs for label, bs in split.items() if len(bs) > 1}
+    per_branch: list[tuple[int, str, Any]] = []
+    for i, e in enumerate(entries):
+        for label in e.configs:
+            for k, b in enumerate(split.get(label, []), 1):
+                if len(b) < bd.MIN_BRANCH:
+                    per_branch.append((i, f"{label} branch {k}: {len(b)} networks, not judged", None))
+                    continue
+                units = _read_all(study)
+                units[label] = [bd.as_read(r) for _, r in b]
+                (j,) = claims.judge([e], {"wu-fig-2": units})
+                per_branch.append((i, f"{label} branch {k}", j))
+    tested = [j for _, _, j in per_branch if j is not None and j.p is not None]
+    for j, rejected in zip(tested, stats.holm([j.p for j in tested])):
+        j.holm = j.status if rejected and j.status != "inconclusive" else "inconclusive"
+
+    def mean(j):
+        return "" if j.mean is None else f"{j.mean:+.3f} ± {j.se:.3f}"
+
+    rows = []
+    for i, (e, a, b) in enumerate(zip(entries, at100, at_end)):
+        pb = [f"{name}: {'' if j is None else j.holm + (' ' + mean(j) if j.mean is not None else '')}".rstrip(": ")
+              for k, name, j in per_branch if k == i]
+        rows.append({"claim": e.id, "at 100k": a.holm, "mean at 100k": mean(a), "at the end": b.holm,
+                     "mean at the end": mean(b), "per branch": "; ".join(pb) or "no split"})
+    return pd.DataFrame(rows)

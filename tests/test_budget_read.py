@@ -1,0 +1,67 @@
+"""posbias.budget_read: the over-training chapter's tables and sentences on a synthetic study with a
+known 3 : 2 split, and "not yet" where networks are missing."""
+import numpy as np
+import pytest
+
+from posbias import budget_read as br
+
+STEPS = list(range(0, 500_001, 5000))
+
+
+def _run(level, fm, fl, ml, jump_at=None):
+    """A network at mean IC accuracy ``level`` (0.515 before ``jump_at``) with constant gaps."""
+    acc = np.array([0.515 if jump_at is not None and s < jump_at else level for s in STEPS])
+    c = {"step": STEPS, "loss": [0.0] + [1.0] * (len(STEPS) - 1)}
+    # IC_a_b - IC_b_a = gap; the six accuracies average to acc
+    c["IC_first_middle"], c["IC_middle_first"] = list(acc + fm / 2), list(acc - fm / 2)
+    c["IC_first_last"], c["IC_last_first"] = list(acc + fl / 2), list(acc - fl / 2)
+    c["IC_middle_last"], c["IC_last_middle"] = list(acc + ml / 2), list(acc - ml / 2)
+    return {"params": {"n_test": 10_000, "eval_every": 5000, "depth": 2}, "curves": c,
+            "train_seconds_ensemble": 3600.0, "ensemble_size": 1}
+
+
+def _study():
+    up = [_run(0.74, -0.14, -0.15, 0.02, jump_at=at) for at in (175_000, 190_000, 225_000)]
+    low = [_run(0.53, 0.11, 0.03, -0.08) for _ in range(2)]
+    rows = [(s, "admitted", r) for s, r in zip((2, 3, 4, 0, 1), up + low)]
+    return {"decay|2": sorted(rows) + [(s, "not yet", None) for s in range(5, 10)],
+            "RoPE|6": [(s, "not yet", None) for s in range(5)]}
+
+
+def test_the_split_and_the_u_in_words():
+    words = br.branch_sentences(_study())
+    assert words.startswith("decay|2, 5 of 10 networks stored: 2 branches, 2 : 3;")
+    assert "U-shaped" in words and "a preference for the last item" in words and "RoPE|6" not in words
+    assert br.branch_sentences({"RoPE|6": _study()["RoPE|6"]}) == "no network yet."
+
+
+def test_branch_table_finds_the_exits_and_says_not_yet():
+    tab = br.branch_table(_study())
+    upper = tab[(tab["configuration"] == "decay|2") & (tab["branch"] == "2 of 2")].iloc[0]
+    assert upper["seeds"] == "2, 3, 4" and upper["networks"] == 3
+    assert upper["left a plateau after 100k"] == "seed 2 at 175,000; seed 3 at 190,000; seed 4 at 225,000"
+    assert tab[tab["configuration"] == "RoPE|6"].iloc[0]["branch"] == "not yet"
+
+
+def test_readings_are_of_the_same_networks_at_100k_and_at_the_end():
+    tab = br.readings_table(_study())
+    acc = tab[(tab["configuration"] == "decay|2") & (tab["quantity"] == "mean IC accuracy")].iloc[0]
+    assert acc["networks"] == "5 of 10" and acc["at 100k"].startswith(f"{(3 * 0.515 + 2 * 0.53) / 5:.3f}")
+    assert acc["at the end"].startswith(f"{(3 * 0.74 + 2 * 0.53) / 5:.3f}")
+    rope = tab[tab["configuration"] == "RoPE|6"]
+    assert set(rope["networks"]) == {"0 of 5"} and set(rope["at the end"]) == {"not yet"}
+
+
+def test_shape_words_need_gaps_beyond_the_unit():
+    assert br.shape_words({"first-middle": 0.11, "first-last": 0.03, "middle-last": -0.08}).startswith("U-shaped")
+    assert br.shape_words({"first-middle": 0.01, "first-last": 0.02, "middle-last": -0.01}) == "no gap beyond 0.05"
+    assert br.shape_words({"first-middle": 0.2, "first-last": 0.3, "middle-last": 0.1}) == "a preference for the first item"
+
+
+def test_tables_of_a_study_without_networks_say_not_yet():
+    st = {"RoPE|6": _study()["RoPE|6"]}
+    assert br.networks_table(st).iloc[0]["not yet trained"] == 5
+    assert br.best_table(st).empty or br.best_table(st).iloc[0]["with a held-out loss"] == "not recorded"
+    assert br.training_hours(_run(0.5, 0, 0, 0)) == pytest.approx(1.0)
+    moving = br.moving_table({"decay|2": [r for _, _, r in _study()["decay|2"]]})
+    assert set(moving["settled"]) == {5} and set(moving["moving"]) == {0}
