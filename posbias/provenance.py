@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "device_info", "collect", "canonical_json",
-           "sha256_bytes", "sha256_file"]
+__all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "flushes_denormals", "numerics", "device_info",
+           "collect", "canonical_json", "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("posbias", "torch", "numpy", "scipy", "matplotlib", "seaborn", "jupyter-book", "jupytext",
@@ -88,9 +88,46 @@ def cpu_info() -> dict[str, Any]:
     return info
 
 
+def flushes_denormals() -> bool | None:
+    """Whether the calling thread flushes subnormal floats to zero now, measured (not asked of a flag):
+    ``2^-126 / 2`` computed by torch is 0 with flushing (FTZ/DAZ) and ``2^-127`` without. None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    tiny = torch.tensor([2.0 ** -126], dtype=torch.float32)
+    return bool((tiny / 2).item() == 0.0)
+
+
+def numerics(engine: str | None = None) -> dict[str, Any]:
+    """What decides a trained unit's numbers to the last bit, beside its parameters and the code: the
+    vector kernels torch dispatches to (``torch.backends.cpu.get_cpu_capability()``: AVX2, AVX512, ...),
+    the torch thread count, whether subnormals are flushed (measured on the calling thread: inside
+    training's ``flushed_denormals`` block it says True) and the model's engine version
+    (:data:`posbias.model.DEFAULT_ENGINE` unless ``engine``). Two runs agreeing in all four (and in the
+    commit) give the same bits; on a different capability the same code rounds differently (issue 66:
+    decay|2 seed 0 trained on an AVX2 and an AVX-512 host separates within 5,000 steps)."""
+    out: dict[str, Any] = {"cpu_capability": None, "torch_threads": None, "flush_denormal": flushes_denormals(),
+                           "engine": engine}
+    try:
+        import torch
+
+        out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        out["torch_threads"] = torch.get_num_threads()
+        if engine is None:
+            from .model import DEFAULT_ENGINE
+
+            out["engine"] = DEFAULT_ENGINE
+    except (ImportError, AttributeError):
+        pass
+    return out
+
+
 def device_info(device: str | None = None) -> dict[str, Any]:
-    """The compute device in use, the processor (:func:`cpu_info`) and the thread count (imports torch lazily)."""
-    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu": cpu_info()}
+    """The compute device in use, the processor (:func:`cpu_info`), the thread count and :func:`numerics`
+    (imports torch lazily)."""
+    info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu": cpu_info(),
+                            "numerics": numerics()}
     try:
         import torch
 

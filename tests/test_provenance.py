@@ -20,3 +20,24 @@ def test_collect_records_the_cpu_threads_and_commit():
     assert rec["cpu"] == provenance.cpu_info() and rec["torch_threads"] == torch.get_num_threads()
     assert rec["wall_seconds"] == 1.5 and rec["seeds"] == [3] and rec["device"] == "cpu"
     assert set(rec["git"]) == {"commit", "dirty"} and rec["packages"]["torch"] == torch.__version__
+
+
+def test_numerics_records_what_decides_a_units_bits():
+    """The kernels torch dispatches to, the thread count, the engine, and the subnormal mode as it is
+    (measured on the calling thread: on while flushing, off after)."""
+    from posbias.model import DEFAULT_ENGINE
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        can_flush = torch.set_flush_denormal(True)
+        on = provenance.numerics()
+        torch.set_flush_denormal(False)
+        off = provenance.numerics(engine="v3")
+    finally:
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(before)
+    assert on["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and on["torch_threads"] == 1
+    assert on["engine"] == DEFAULT_ENGINE and off["engine"] == "v3"
+    assert on["flush_denormal"] is can_flush and off["flush_denormal"] is False
+    assert provenance.collect(device="cpu")["numerics"] == provenance.numerics()
