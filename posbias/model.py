@@ -10,6 +10,17 @@ RoPE; then a classifier on the query token: 3 x (Linear D->D + ReLU) and Linear 
 every operation acts on each member separately (batched matmuls, elementwise ops), so training
 the ensemble gives, bit for bit, the same weights as training each member alone. Members may
 differ in mask, PE, residual and seed.
+
+Engines. The same network can be computed in more than one way (:data:`ENGINES`); an engine is a
+declared version, because a different order of float32 operations gives other roundings (the
+same function, other last bits). ``"v2"`` is the engine every committed unit was trained with
+(``wu-units`` VERSION 2) and stays the default (:data:`DEFAULT_ENGINE`) until a campaign's key
+names the engine. ``"v3"`` computes Q, K and V of a layer in one product with the three weights
+side by side, and the last layer's one query row against the keys and values as elementwise
+products and sums instead of batched matrix-vector products (whose backward is a batch of outer
+products): its losses match v2's to float32 rounding (``tests/test_model_engines.py``; 200 steps
+in ``benchmarks/train_throughput.py --engines``). A unit is bit-identical alone and in any
+ensemble under either engine.
 """
 from __future__ import annotations
 
@@ -22,10 +33,14 @@ from torch import nn
 from .attention import decay_bias, rope_angles, sinusoidal_pe
 from .masks import make_mask
 
-__all__ = ["MemberConfig", "EnsembleNet", "rotate_pairs", "MASK_KINDS", "PE_KINDS"]
+__all__ = ["MemberConfig", "EnsembleNet", "rotate_pairs", "MASK_KINDS", "PE_KINDS", "ENGINES", "DEFAULT_ENGINE"]
 
 MASK_KINDS = ("full", "causal", "decay", "prefix", "window")
 PE_KINDS = ("none", "sin", "rope")
+#: The ways of computing the network (see the module docstring); each is a declared version.
+ENGINES = ("v2", "v3")
+#: The engine :class:`EnsembleNet` uses unless told otherwise: the one the committed units were trained with.
+DEFAULT_ENGINE = "v2"
 
 
 @dataclass(frozen=True)
@@ -79,12 +94,18 @@ class EnsembleNet(nn.Module):
 
     Parameters: ``w_q, w_k, w_v`` ``(E, depth, D, D)`` acting as ``X @ W``; classifier weights
     ``(E, D_in, D_out)`` and biases ``(E, D_out)``. Member ``e`` is initialised from ``seeds[e]``
-    alone, so its initial weights do not depend on the other members.
+    alone, so its initial weights do not depend on the other members. ``engine`` (one of
+    :data:`ENGINES`, default :data:`DEFAULT_ENGINE`) chooses how the forward pass is computed; the
+    parameters, their initialisation and the state dict are the same under every engine.
     """
 
     def __init__(self, configs: list[MemberConfig], seeds: list[int], depth: int, *,
-                 dim: int = 64, n_labels: int = 32, n_tokens: int = 17, query_only: bool = True) -> None:
+                 dim: int = 64, n_labels: int = 32, n_tokens: int = 17, query_only: bool = True,
+                 engine: str | None = None) -> None:
         super().__init__()
+        self.engine = DEFAULT_ENGINE if engine is None else engine
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
         if len(configs) != len(seeds) or not configs:
             raise ValueError("need one seed per member and at least one member")
         if depth < 1:
@@ -160,6 +181,8 @@ class EnsembleNet(nn.Module):
         of every layer, so the last layer is computed in full). Otherwise the last layer computes
         only the query row (``query_only``), which is all the classifier reads.
         """
+        if self.engine == "v3":
+            return self._forward_v3(tokens, return_attention)
         T = self.n_tokens
         x = tokens + self.use_sin * self.pe if self._any_sin else tokens
         maps = []
@@ -175,7 +198,10 @@ class EnsembleNet(nn.Module):
             if return_attention:
                 maps.append(a)
             x = a @ v + self.residual * xq if self._any_residual else a @ v
-        h = x[:, :, -1]                                                    # (E, b, D)
+        return self._classify(x[:, :, -1], maps, return_attention)
+
+    def _classify(self, h: torch.Tensor, maps: list[torch.Tensor], return_attention: bool):
+        """The classifier on the query token's features ``h`` ``(E, b, D)``; the maps stacked when asked."""
         for i in range(4):
             h = torch.baddbmm(self.cls_b[i].unsqueeze(1), h, self.cls_w[i])
             if i < 3:
@@ -183,6 +209,38 @@ class EnsembleNet(nn.Module):
         if return_attention:
             return h, torch.stack(maps, dim=1)
         return h
+
+    def _forward_v3(self, tokens: torch.Tensor, return_attention: bool):
+        """Engine v3 (see the module docstring): one fused Q/K/V product per layer (K/V in the last
+        layer, whose query row is projected alone), the last layer's query row attended elementwise."""
+        T, D = self.n_tokens, self.dim
+        x = tokens + self.use_sin * self.pe if self._any_sin else tokens
+        E, b = x.shape[:2]
+        scale, maps = 1 / math.sqrt(self.dim), []
+        for t in range(self.depth):
+            last = t == self.depth - 1
+            if last and self.query_only and not return_attention:
+                xq = x[:, :, T - 1]                                                     # (E, b, D)
+                kv = torch.bmm(x.reshape(E, b * T, D),
+                               torch.cat((self.w_k[:, t], self.w_v[:, t]), dim=-1)).view(E, b, T, 2, D)
+                q = torch.bmm(xq, self.w_q[:, t])                                       # (E, b, D)
+                k, v = self._rope(kv[..., 0, :], slice(0, T)), kv[..., 1, :]
+                q = self._rope(q.unsqueeze(2), slice(T - 1, T)).squeeze(2)
+                logits = (k * q.unsqueeze(2)).sum(-1) * scale + self.logit_bias[:, :, T - 1]   # (E, b, T)
+                a = torch.softmax(logits, dim=-1)
+                out = (a.unsqueeze(-1) * v).sum(2)                                       # (E, b, D)
+                h = out + self.residual[..., 0] * xq if self._any_residual else out
+                return self._classify(h, maps, return_attention)
+            w = torch.cat((self.w_q[:, t], self.w_k[:, t], self.w_v[:, t]), dim=-1)     # (E, D, 3D)
+            qkv = torch.bmm(x.reshape(E, b * T, D), w).view(E, b, T, 3, D)
+            q, k, v = (self._rope(qkv[..., 0, :], slice(0, T)), self._rope(qkv[..., 1, :], slice(0, T)),
+                       qkv[..., 2, :])
+            logits = (q @ k.transpose(-1, -2)) * scale + self.logit_bias
+            a = torch.softmax(logits, dim=-1)
+            if return_attention:
+                maps.append(a)
+            x = a @ v + self.residual * x if self._any_residual else a @ v
+        return self._classify(x[:, :, -1], maps, return_attention)
 
     def member_state(self, e: int) -> dict[str, torch.Tensor]:
         """Parameters of member ``e`` (without the ensemble axis)."""
