@@ -374,7 +374,10 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     claims.publish(judged, prefix="paper_")
     v = report.record()["values"]
     assert v["paper_n_claims"] == len(entries3) == sum(v[f"paper_n_{x.replace(' ', '_')}"] for x in claims.STATUSES)
-    assert v["paper_n_not_yet"] == 0 and all(0 < j.share <= 1 for j in judged)
+    assert v["paper_n_not_yet"] == 0
+    # a share for every entry with a configuration that can reach the ceiling; none where all cannot
+    assert all((j.share is None) == (set(j.cannot_reach) == set(j.entry.configs)) for j in judged)
+    assert all(0 < j.share <= 1 for j in judged if j.share is not None)
     assert list(claims.table(judged)["claim"]) == [e.id for e in entries3]
     sweeps = {c: ev.stack(us, "sweep_accuracy") for c, us in pres.items()}
     assert [len(ax.lines) > 0 for ax in figures.fig3_sweep_figure(sweeps).axes] == [True, True]
