@@ -9,8 +9,16 @@ With ``--bf16`` it also times bfloat16 autocast (AMX on recent Xeons) against a 
 With ``--allocator ROUNDS`` it times the depth-4 No-PE ensemble (10 members) in child processes
 with and without :func:`posbias.train.tune_allocator`, alternating, ROUNDS of each, pairwise
 concurrent when two cores are free (the allocator cannot be untuned within one process).
+With ``--engines ROUNDS`` it times the model's engines (:data:`posbias.model.ENGINES`, and with
+``--compile`` engine v3 under ``torch.compile``) side by side, in turns, ROUNDS times each, per
+depth in the campaign's packing (one ensemble per PE) and alone, with the same weights and the same
+(pre-drawn) batches: milliseconds per member-step, the ratio to v2 and the share of the fp32 matmul
+peak; ``--sizes`` adds the No-PE ensemble at other sizes; ``--equivalence STEPS`` trains the depth-2
+ensembles STEPS steps from the same weights and batches under v2 and v3 and reports how far apart
+their losses get, in float32 ulps.
 
     python benchmarks/train_throughput.py [--steps 20] [--threads 1] [--bf16] [--allocator 2] [--json out.json]
+    python benchmarks/train_throughput.py --engines 3 --steps 20 --equivalence 200 [--sizes 1 5 10 15] [--compile]
 """
 from __future__ import annotations
 
@@ -25,7 +33,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from posbias.model import EnsembleNet, MemberConfig
+from posbias.model import ENGINES, EnsembleNet, MemberConfig
 from posbias.provenance import collect, git_state, now_iso
 from posbias.store import atomic_write_text
 from posbias.task import ensemble_batch, make_task
@@ -64,6 +72,103 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 6, max_seconds: f
         a @ b
         best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best
+
+
+def stepper(configs, seeds, depth, engine, batches, compiled=False, init=None):
+    """One training step of a fresh ensemble under ``engine`` on the pre-drawn ``batches`` (cycled): a
+    function ``step(i) -> losses (E,)``. ``init``: a state dict to start from (the same weights for every
+    engine); ``compiled``: the network under ``torch.compile`` (inductor; compiled at its first step)."""
+    net = EnsembleNet(configs, seeds, depth, engine=engine)
+    if init is not None:
+        net.load_state_dict(init)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-6)
+    fwd, E = (torch.compile(net) if compiled else net), len(seeds)
+
+    def step(i: int) -> torch.Tensor:
+        x, y = batches[i % len(batches)]
+        loss = F.cross_entropy(fwd(x).flatten(0, 1), y.flatten(), reduction="none").view(E, -1).mean(1)
+        opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
+def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> dict:
+    """ms per member-step of each engine, in turns within each round (the order reversed every other
+    round), per depth and packing; medians over rounds, ratios to v2, shares of ``peak``."""
+    import statistics
+
+    engines = [(e, False) for e in ENGINES] + ([("v3", True)] if compiled else [])
+    name = lambda e, c: e + ("+compile" if c else "")  # noqa: E731
+    out: dict = {}
+    for depth in depths:
+        packs = {f"{pe} x{len(ms)}": ms for pe, ms in _fig2_groups().items()}
+        packs["decay alone"] = [(MemberConfig("decay"), 0)]
+        for size in sizes:
+            packs[f"No PE x{size}"] = [(MemberConfig(("causal", "decay")[i % 2]), i // 2) for i in range(size)]
+        for pack, members in packs.items():
+            cfgs, seeds = [c for c, _ in members], [s for _, s in members]
+            tasks = [make_task(s) for s in seeds]
+            t = time.perf_counter()
+            batches = [ensemble_batch(tasks, seeds, [None] * len(seeds), i, B) for i in range(steps)]
+            data_ms = 1e3 * (time.perf_counter() - t) / steps / len(seeds)
+            init = EnsembleNet(cfgs, seeds, depth).state_dict()
+            steps_of = {}
+            for e, c in engines:
+                t = time.perf_counter()
+                steps_of[name(e, c)] = st = stepper(cfgs, seeds, depth, e, batches, c, init)
+                for i in range(3):
+                    st(i)
+                if c:
+                    out.setdefault("compile_warmup_s", {})[f"{depth} {pack}"] = time.perf_counter() - t
+            times: dict[str, list[float]] = {k: [] for k in steps_of}
+            for r in range(rounds):
+                for k in (list(steps_of) if r % 2 == 0 else list(steps_of)[::-1]):
+                    t = time.perf_counter()
+                    for i in range(steps):
+                        steps_of[k](i)
+                    times[k].append(1e3 * (time.perf_counter() - t) / steps / len(seeds))
+            med = {k: statistics.median(v) for k, v in times.items()}
+            row = {"members": len(seeds), "data_ms_per_member_step": data_ms, "ms_per_member_step": med,
+                   "rounds_ms": times, "ratio_to_v2": {k: med["v2"] / v for k, v in med.items()},
+                   "fraction_of_fp32_peak": {k: model_flops(depth) / (v / 1e3) / peak for k, v in med.items()}}
+            out.setdefault(str(depth), {})[pack] = row
+            print(f"depth {depth} {pack:12s}: " + " | ".join(
+                f"{k} {v:6.2f} ms/member-step x{row['ratio_to_v2'][k]:.2f} "
+                f"{100 * row['fraction_of_fp32_peak'][k]:4.1f}% of peak" for k, v in med.items())
+                + f" | data {data_ms:.2f} ms", flush=True)
+    return out
+
+
+def _fig2_groups() -> dict[str, list[tuple[MemberConfig, int]]]:
+    """Figure 2's 15 members as the campaign packs them: one ensemble per PE."""
+    groups: dict[str, list] = {}
+    for m, p in FIG2_PES:
+        groups.setdefault(p, []).extend((MemberConfig(m, p), s) for s in range(5))
+    return groups
+
+
+def equivalence(steps: int, depth: int = 2) -> dict:
+    """The depth-``depth`` Figure 2 ensembles trained ``steps`` steps from the same weights and batches
+    under v2 and v3: the largest loss difference, in float32 ulps of the loss and absolutely."""
+    out = {}
+    for pe, members in _fig2_groups().items():
+        cfgs, seeds = [c for c, _ in members], [s for _, s in members]
+        tasks = [make_task(s) for s in seeds]
+        batches = [ensemble_batch(tasks, seeds, [None] * len(seeds), i, B) for i in range(steps)]
+        init = EnsembleNet(cfgs, seeds, depth).state_dict()
+        old, new = (stepper(cfgs, seeds, depth, e, batches, init=init) for e in ("v2", "v3"))
+        lo = torch.stack([old(i) for i in range(steps)])
+        ln = torch.stack([new(i) for i in range(steps)])
+        ulps = (ln - lo).abs() / (torch.finfo(torch.float32).eps * lo.abs())
+        out[pe] = {"members": len(seeds), "steps": steps, "max_abs_diff": float((ln - lo).abs().max()),
+                   "max_ulps": float(ulps.max()), "identical_steps": int((ln == lo).all(1).sum()),
+                   "final_loss_v2": lo[-1].tolist(), "final_loss_v3": ln[-1].tolist()}
+        print(f"equivalence depth {depth} {pe} x{len(seeds)}, {steps} steps: losses at most "
+              f"{out[pe]['max_ulps']:.1f} ulps apart ({out[pe]['max_abs_diff']:.2e}); "
+              f"{out[pe]['identical_steps']} of {steps} steps identical in every member", flush=True)
+    return out
 
 
 def time_steps(configs, seeds, depth, steps, bf16=False, warmup=3) -> tuple[float, float]:
@@ -162,6 +267,12 @@ def main() -> None:
                          "their gaps with the fp32 runs of the default profile (loaded from data/ when present)")
     ap.add_argument("--allocator", type=int, default=0, metavar="ROUNDS",
                     help="also time training with and without posbias.train.tune_allocator, ROUNDS times each")
+    ap.add_argument("--engines", type=int, default=0, metavar="ROUNDS",
+                    help="time the model's engines side by side, ROUNDS turns each, instead of the packings")
+    ap.add_argument("--compile", action="store_true", help="with --engines: also v3 under torch.compile")
+    ap.add_argument("--sizes", type=int, nargs="*", default=[], help="with --engines: No-PE ensembles of these sizes")
+    ap.add_argument("--equivalence", type=int, default=0, metavar="STEPS",
+                    help="train the depth-2 ensembles STEPS steps under v2 and v3 and compare their losses")
     a = ap.parse_args()
     started, t_start, code = now_iso(), time.perf_counter(), git_state()     # the commit that runs, read at start
     torch.set_num_threads(a.threads)
@@ -173,8 +284,15 @@ def main() -> None:
         out["allocator"] = allocator_ab(a.allocator, a.steps, a.threads)
     if a.bf16:
         out["bf16_matmul_peak_gflops"] = matmul_peak(torch.bfloat16) / 1e9
+    if a.equivalence:
+        out["equivalence"] = equivalence(a.equivalence)
+    if a.engines:
+        out["engines"] = compare_engines(a.depths, a.steps, a.engines, peak, a.compile, a.sizes)
+        out["fp32_matmul_peak_gflops_after"] = matmul_peak(torch.float32) / 1e9
+        print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s before, {out['fp32_matmul_peak_gflops_after']:.1f} after "
+              f"({a.threads} thread(s))")
     fig2_seconds = 0.0
-    for depth in a.depths:
+    for depth in ([] if a.engines else a.depths):
         cfgs = [MemberConfig(m, p) for m, p in FIG2_PES for _ in range(a.seeds)]
         seeds = [s for _ in FIG2_PES for s in range(a.seeds)]
         E = len(seeds)
@@ -207,12 +325,27 @@ def main() -> None:
               f"a time, x{t_mixed / t_ens:4.2f} over mixed | {flops / t_ens / 1e9:6.1f} GFLOP/s = "
               f"{100 * flops / t_ens / peak:4.1f}% of fp32 peak | data {100 * t_data / t_ens:4.1f}%"
               + (f" | bf16 x{t_ens / row['bf16_step_s']:.2f}" if a.bf16 else ""), flush=True)
-    out["fig2_paper_hours_one_thread"] = fig2_seconds / 3600
-    out["fig2_paper_hours_two_cores_projected"] = fig2_seconds / 3600 / 2
+    if not a.engines:
+        out["fig2_paper_hours_one_thread"] = fig2_seconds / 3600
+        out["fig2_paper_hours_two_cores_projected"] = fig2_seconds / 3600 / 2
+        report_fig2(out, peak, a, fig2_seconds)
+    if a.bf16_gaps:
+        bf16_gaps(out, a)
+    if a.json:      # with what ran it: command, commit, versions, CPU, wall time
+        out["argv"] = sys.argv[1:]
+        out["provenance"] = collect(started=started, wall_seconds=round(time.perf_counter() - t_start, 3),
+                                    seeds=list(range(a.seeds)), device="cpu") | {"git": code}
+        atomic_write_text(Path(a.json), json.dumps(out, indent=1) + "\n")
+
+
+def report_fig2(out, peak, a, fig2_seconds) -> None:
     print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s ({a.threads} thread(s))")
     print(f"Figure 2 at paper settings (100,000 steps, 5 seeds, 3 x {len(a.depths)} configs): "
           f"{fig2_seconds / 3600:.2f} h on {a.threads} thread(s); about {fig2_seconds / 7200:.2f} h with the "
           f"depth groups split over two cores")
+
+
+def bf16_gaps(out, a) -> None:
     if a.bf16_gaps:
         from posbias import train
 
@@ -237,11 +370,6 @@ def main() -> None:
                   f"{row['fp32_sd']:.3f}) | {'changed' if row['changed'] else 'unchanged'} at 2 SE")
         print(f"bf16 training of {len(units)} units for {a.bf16_gaps} steps took "
               f"{out['bf16_gaps_train_seconds']:.0f} s")
-    if a.json:      # with what ran it: command, commit, versions, CPU, wall time
-        out["argv"] = sys.argv[1:]
-        out["provenance"] = collect(started=started, wall_seconds=round(time.perf_counter() - t_start, 3),
-                                    seeds=list(range(a.seeds)), device="cpu") | {"git": code}
-        atomic_write_text(Path(a.json), json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

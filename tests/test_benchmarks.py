@@ -61,3 +61,21 @@ def test_campaign_throughput_benchmark_runs_the_three_modes(tmp_path):
     assert [r["mode"] for r in rep["runs"]] == ["process", "1 worker", "2 workers"]
     assert all(r["units"] == 7 and r["wall_seconds"] > 0 for r in rep["runs"])
     assert rep["two_workers_over_one"] > 0 and "2 workers / 1 worker" in proc.stdout and rep["provenance"]["git"]
+
+
+def test_throughput_benchmark_compares_the_engines_on_the_same_weights_and_batches(tmp_path):
+    out = tmp_path / "engines.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "train_throughput.py"), "--depths", "2", "--steps", "2",
+                           "--engines", "1", "--equivalence", "3", "--sizes", "2", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.read_text())
+    packs = rep["engines"]["2"]
+    assert set(packs) == {"none x10", "rope x5", "decay alone", "No PE x2"}
+    for row in packs.values():
+        assert set(row["ms_per_member_step"]) == {"v2", "v3"} and row["ratio_to_v2"]["v2"] == 1.0
+        assert all(v > 0 for v in row["fraction_of_fp32_peak"].values())
+    eq = rep["equivalence"]
+    assert set(eq) == {"none", "rope"} and all(e["steps"] == 3 and e["max_ulps"] <= 4 for e in eq.values())
+    assert eq["none"]["final_loss_v2"] == pytest.approx(eq["none"]["final_loss_v3"], rel=1e-6)
+    assert rep["depths"] == {} and "ms/member-step" in proc.stdout and rep["provenance"]["numerics"]
