@@ -18,7 +18,7 @@ from .stats import seed_mean_se, t_critical, verdict
 from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
 
 __all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps", "sink_alpha",
-           "uniform_sink_alpha", "uniform_sink_rate", "sink_baseline_rows", "sink_share", "seed_mean_se", "stack", "gap_curves", "final_accuracy",
+           "uniform_sink_alpha", "sink_share", "seed_mean_se", "stack", "gap_curves", "final_accuracy",
            "loss_rose", "training_sanity", "check_training", "attention_residual", "FIG2_PES", "Coverage",
            "coverage", "complete_depths", "rising", "fig2_table", "FIG3_NAMES", "fig3_name",
            "slot_preference", "IC_SETS", "ic_accuracy_by_set", "slot_preference_curve", "sink_summary",
@@ -93,13 +93,6 @@ def uniform_sink_alpha(mask: torch.Tensor) -> torch.Tensor:
     Under a causal mask ``alpha_1 = H_T / T`` (harmonic number)."""
     uniform = masked_softmax(torch.zeros(mask.shape, dtype=torch.float64), mask)
     return sink_alpha(uniform, mask)
-
-
-def uniform_sink_rate(mask: torch.Tensor, threshold: float = 0.3) -> torch.Tensor:
-    """Gu et al.'s sink rate of uniform attention under ``mask``: 1 at the keys whose uniform
-    ``alpha_k`` (:func:`uniform_sink_alpha`) exceeds ``threshold``, else 0, ``(T,)`` float64. The rate a
-    network reaches with no preference at all (under a window of 4, key 1 already scores 1)."""
-    return (uniform_sink_alpha(mask) > threshold).to(torch.float64)
 
 
 def sink_share(attn: torch.Tensor, mask: torch.Tensor, threshold: float = 0.3) -> torch.Tensor:
@@ -483,25 +476,6 @@ def first_is_peak(rate) -> bool:
     every other position but the last (seen only by itself, its ``alpha`` is one attention weight)?"""
     r = torch.as_tensor(rate, dtype=torch.float64)[:-1]
     return bool(r[0] > 0 and r[0] > r[1:].max())
-
-
-def sink_baseline_rows(units: dict[str, list[dict]], threshold: float = 0.3) -> list[dict]:
-    """Gu et al.'s sink rate beside uniform attention's, for each Figure 6 mask label of ``units``
-    (stored runs with ``sink_share`` and ``sink_alpha``): at the sink position (key 1; the mean over
-    keys ``1..K`` for a prefix of ``K``), the networks' rate (mean over runs), uniform attention's rate
-    under the same mask (:func:`uniform_sink_rate`), and the networks' ``alpha`` excess over uniform
-    attention there (:func:`sink_excess`, layer mean)."""
-    rows = []
-    for label, us in units.items():
-        T = len(us[0]["sink_share"])
-        mask = fig6_mask(label, T)
-        k = int(label.split("|")[1]) if label.startswith("prefix|") else 1
-        rate = stack(us, "sink_share").mean(0)
-        rows.append({"mask": label.replace("|", " "), "sink keys": f"1..{k}" if k > 1 else "1",
-                     "sink rate": float(rate[:k].mean()),
-                     "under uniform attention": float(uniform_sink_rate(mask, threshold)[:k].mean()),
-                     "excess over uniform": float(sink_excess(us, mask)[:, :k].mean())})
-    return rows
 
 
 def sink_rate_rows(toy_share: dict[str, torch.Tensor], windows: list[int], prefixes: list[int],

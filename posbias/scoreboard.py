@@ -184,11 +184,9 @@ def u_table(profile: str = "paper"):
             if not us or any(u is None for u in us) or "sweep_accuracy" not in us[0]:
                 continue
             m = q.u_depth({label: us}, label)
-            sigs = [json.dumps([u["ic_accuracy"], u["sweep_accuracy"]], sort_keys=True) for u in us]
-            v = m.per_seed[[i for i, sg in enumerate(sigs) if sg not in sigs[:i]]]    # identical runs once
-            n = v.numel()
-            se = float((v.var(unbiased=True) / n + m.coef2 / (4 * m.n)) ** 0.5) if n > 1 else (m.coef2 / (4 * m.n)) ** 0.5
-            mean = float(v.mean())
+            sigs = [claims.run_signature([u]) for u in us]
+            keep = [i for i, sg in enumerate(sigs) if sg not in sigs[:i]]          # identical runs once
+            mean, se, n = claims.mean_se(m, keep)
             rows.append({"campaign": campaign, "configuration": label, "U": f"{mean:+.3f} ± {se:.3f}",
                          "t": f"{mean / se:+.2f}", "runs with U > 0": f"{int((m.per_seed > 0).sum())} of {len(us)}",
                          "distinct runs": n,

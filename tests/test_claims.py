@@ -136,7 +136,8 @@ def _guarded(tmp_path, guard_effect: float):
         return {**_unit({"first-middle": 0.0, "first-last": fl + 0.002 * k, "middle-last": 0.0}),
                 "sweep_accuracy": [0.5] * 8}
     jit = [-2, -1, 0, 1, 2]
-    units = {"causal|none": [unit(guard_effect, k) for k in jit], "full|none": [unit(guard_effect - 0.2, k) for k in jit]}
+    units = {"causal|none": [unit(guard_effect, k) for k in jit],
+             "full|none": [unit(guard_effect - 0.2, k) for k in jit]}
     for us in units.values():
         for u in us:
             u["params"]["target_slots"] = [0, 7]

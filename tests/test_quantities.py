@@ -160,8 +160,8 @@ def test_sink_entries_read_gu_et_als_rate_with_the_excess_beside_it():
     mask = cfg.mask_and_bias(T)[0]
     uniform = ev.sink_alpha(mask.double() / mask.double().sum(-1, keepdim=True), mask)
     sink = ev.sink_alpha(torch.zeros(T, T, dtype=torch.float64).index_fill(1, torch.tensor([0]), 1.0), mask)
-    assert ev.uniform_sink_rate(mask).tolist() == [0.0] * T
-    assert ev.uniform_sink_rate(cfg.mask_and_bias(6)[0]).tolist() == [1.0] + [0.0] * 5
+    assert q.uniform_sink_rate(mask).tolist() == [0.0] * T
+    assert q.uniform_sink_rate(cfg.mask_and_bias(6)[0]).tolist() == [1.0] + [0.0] * 5
     none = {"wu-fig-6": {"causal": _sink_units(cfg, alpha=uniform, share=[0.0] * T)}}
     j = _judge("fig5-first-key-sink", none)
     assert (j.status, j.baseline, j.second[2]) == ("inconclusive", 0.0, "inconclusive")
@@ -178,7 +178,7 @@ def test_the_window_trend_is_read_against_uniform_attentions_own_rates():
     contradicted trend with a baseline of -1; rising from 0 to 1 is reproduced."""
     T = 17
     cfgs = {w: MemberConfig("window", window=w) for w in (4, 8, 12)}
-    base = {w: ev.uniform_sink_rate(c.mask_and_bias(T)[0]) for w, c in cfgs.items()}
+    base = {w: q.uniform_sink_rate(c.mask_and_bias(T)[0]) for w, c in cfgs.items()}
     assert [float(base[w][0]) for w in (4, 8, 12)] == [1.0, 1.0, 0.0]
     rate = lambda r1: [r1] + [0.0] * (T - 1)                                   # noqa: E731
     falls = {f"window|{w}": _sink_units(c, share=rate({4: 1.0, 8: 0.5, 12: 0.0}[w])) for w, c in cfgs.items()}

@@ -24,7 +24,7 @@ from .. import stats
 from .quantities import QUANTITIES, Measure
 
 __all__ = ["Entry", "Judge", "Register", "Judged", "NOT_YET", "STATUSES", "load", "register", "judge",
-           "distinct_runs", "untrained_accuracy", "coverage", "coverage_table",
+           "distinct_runs", "run_signature", "untrained_accuracy", "mean_se", "coverage", "coverage_table",
            "judge_register", "quotes_missing", "counts", "share_counts", "table", "publish", "normalise", "QUANTITIES"]
 
 REGISTER = Path(__file__).with_name("wu2025.yml")
@@ -213,34 +213,6 @@ def load(path: Path | str = REGISTER) -> Register:
     return Register(judge_, tuple(entries))
 
 
-def coverage(path: Path | str = REGISTER) -> list[dict[str, Any]]:
-    """The register's coverage list: every trained-network sentence of the paper's Sections 5.1, 5.2,
-    K.1 and K.2, each ``{sentence, where}`` with ``entries`` (ids) or ``none`` (why no entry judges it)."""
-    import yaml
-
-    return list(yaml.safe_load(Path(path).read_text()).get("coverage", []))
-
-
-def coverage_table(judged: Sequence[Judged]):
-    """A ``pandas.DataFrame`` of the coverage list: where, the sentence, and its entries' verdicts after
-    Holm (counted per status) or why no entry judges it."""
-    import pandas as pd
-
-    by = {j.entry.id: j for j in judged}
-    rows = []
-    for c in coverage():
-        if "entries" in c:
-            hs = [by[i].holm for i in c["entries"] if i in by]
-            judged_ = ", ".join(f"{hs.count(s)} {s}" for s in STATUSES if hs.count(s))
-            on_sc = sum(by[i].holm == "reproduced" and bool(by[i].shortcut) for i in c["entries"] if i in by)
-            rows.append({"where": c["where"], "sentence": c["sentence"], "entries": len(c["entries"]),
-                         "after Holm": judged_ + (f" ({on_sc} on a shortcut)" if on_sc else "")})
-        else:
-            rows.append({"where": c["where"], "sentence": c["sentence"], "entries": 0,
-                         "after Holm": "no entry: " + c["none"]})
-    return pd.DataFrame(rows)
-
-
 _CACHE: dict[str, Register] = {}
 
 
@@ -293,7 +265,7 @@ class Judged:
     copies: dict[str, int] = field(default_factory=dict)
 
 
-def _signature(us: Sequence[dict]) -> str:
+def run_signature(us: Sequence[dict]) -> str:
     """What a run's stored evaluation says, for telling identical runs apart: every IC accuracy and
     sweep accuracy of its units (one per configuration of the entry)."""
     return json.dumps([[u.get("ic_accuracy"), u.get("sweep_accuracy")] for u in us], sort_keys=True)
@@ -305,14 +277,16 @@ def distinct_runs(e: Entry, units: Mapping[str, Sequence[dict]]) -> list[int]:
     n = len(units[e.configs[0]])
     seen, keep = set(), []
     for i in range(n):
-        sig = _signature([units[c][i] for c in e.configs])
+        sig = run_signature([units[c][i] for c in e.configs])
         if sig not in seen:
             seen.add(sig)
             keep.append(i)
     return keep
 
 
-def _mean_se(m: Measure, keep: Sequence[int] | None = None) -> tuple[float, float, int]:
+def mean_se(m: Measure, keep: Sequence[int] | None = None) -> tuple[float, float, int]:
+    """Mean over runs (those of ``keep``, all by default), its standard error (spread over runs plus the
+    contrast's binomial bound, ``coef2 / (4 n)``) and the runs counted."""
     v = m.per_seed.to(torch.float64).flatten()
     if keep is not None:
         v = v[list(keep)]
@@ -414,19 +388,19 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
             continue
         keep = distinct_runs(e, got)
         m = QUANTITIES[e.quantity](got, **e.args)
-        mean, se, n = _mean_se(m, keep)
+        mean, se, n = mean_se(m, keep)
         crit = stats.t_critical(n, level)
         main = _test(mean, se, n, e.sign, level, e.margin)
         guards, tested = [], []
         for g in e.guards:
-            gm, gs, _ = _mean_se(QUANTITIES[g["quantity"]](got, **g["args"]), keep)
+            gm, gs, _ = mean_se(QUANTITIES[g["quantity"]](got, **g["args"]), keep)
             gst, gp = _test(gm, gs, n, 1, level)
             guards.append((gm, gs, gst))
             tested.append((gst, gp))
         status, p = _combine(main, tested)
         second = None
         if e.second:                        # its own direction where it names one, else the entry's
-            sm, ss, _ = _mean_se(QUANTITIES[e.second["quantity"]](got, **e.second["args"]), keep)
+            sm, ss, _ = mean_se(QUANTITIES[e.second["quantity"]](got, **e.second["args"]), keep)
             sd = e.second.get("direction", e.direction)
             second = (sm, ss, _test(sm, ss, n, _DIRECTIONS[sd], level, e.margin if sd == "< margin" else None)[0])
         untrained = {c: a for c in e.configs if (a := untrained_accuracy(got[c])) is not None}
@@ -442,7 +416,7 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
                           n_seeds=len(got[e.configs[0]]), guards=guards, second=second, baseline=m.baseline,
                           cannot_reach=cannot, untrained=untrained, shortcut=shortcut, main_status=main[0],
                           copies={c: len(got[c]) - k for c in e.configs
-                                  if (k := len(set(_signature([u]) for u in got[c]))) < len(got[c])}))
+                                  if (k := len(set(run_signature([u]) for u in got[c]))) < len(got[c])}))
     tested_ = [j for j in out if j.status != NOT_YET]
     for j, rejected in zip(tested_, stats.holm([j.p for j in tested_], level)):
         j.holm = j.status if rejected and j.status != "inconclusive" else "inconclusive"
@@ -481,46 +455,6 @@ def share_counts(judged: Sequence[Judged], share: float) -> dict[str, int]:
     return {s: sum(j.holm == s for j in low) for s in STATUSES[:3]} | {"not converged": len(low)}
 
 
-def _pm(x: tuple[float, float, str] | None) -> str:
-    return "" if x is None else f"{x[0]:+.3f} ± {x[1]:.3f} ({x[2]})"
-
-
-def table(judged: Sequence[Judged]):
-    """A ``pandas.DataFrame``, one row per entry: id, what is measured, verdict, after Holm, mean ± SE,
-    the distinct runs behind it (of the seeds stored), the guards, the second reading, the contrast
-    under uniform attention, the accuracy at slots the training never rewarded (chance 1/32), the
-    networks' share of the ceiling, and the convergence note."""
-    import pandas as pd
-
-    share = register().judge.share
-    chance = _chance()
-    rows = []
-    for j in judged:
-        done = j.mean is not None
-        mean = f"{j.mean:+.3f} ± {j.se:.3f}" if done else "units missing: " + ", ".join(j.units_missing)
-        if done and j.entry.margin is not None:
-            mean += f" (margin {j.entry.margin:.2f})"
-        runs = "" if not done else (f"{j.n_runs}" if j.n_runs == j.n_seeds
-                                    else f"{j.n_runs} distinct of {j.n_seeds}")
-        if done and j.copies:
-            runs += " (" + ", ".join(f"{c}: {j.n_seeds - k} distinct" for c, k in j.copies.items()) + ")"
-        untrained = ", ".join(f"{a:.3f}" + (" (shortcut)" if c in j.shortcut else "")
-                              for c, a in j.untrained.items())
-        if j.share is None:
-            nets = "cannot reach the ceiling" if done else ""
-        else:
-            nets = "not converged" if j.share < share else "converged"
-        rows.append({"claim": j.entry.id, "measured": j.entry.reading, "where": j.entry.where,
-                     "verdict": j.status, "after Holm": j.holm, "mean ± SE": mean, "runs": runs,
-                     "guards": "; ".join(_pm(g) for g in j.guards),
-                     "second reading": (f"{j.entry.second['label']}: {_pm(j.second)}" if j.second else ""),
-                     "under uniform attention": "" if j.baseline is None else f"{j.baseline:+.3f}",
-                     f"untrained slots (chance {chance:.3f})": untrained,
-                     "share of ceiling": "" if j.share is None else f"{j.share:.2f}",
-                     "networks": nets + (", accuracy still rising" if j.still_rising else "")})
-    return pd.DataFrame(rows)
-
-
 def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
     """Glue counts and each entry's verdict for a chapter's prose: ``<prefix>n_<status>`` and
     ``<prefix>holm_n_<status>`` per status, ``<prefix>n_claims``, ``<prefix>n_not_converged``,
@@ -541,3 +475,6 @@ def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
         report.value(f"{prefix}h_{key}", j.holm)
         report.value(f"{prefix}m_{key}", float("nan") if j.mean is None else j.mean)
         report.value(f"{prefix}s_{key}", float("nan") if j.se is None else j.se)
+
+
+from .tables import coverage, coverage_table, table  # noqa: E402  (they read the names above)

@@ -204,12 +204,40 @@ def excess_trend(units: Units, configs: list[str], sizes: list[int]) -> Measure:
 
 # --------------------------------------------------------------------------- Gu et al.'s sink rate
 
+def uniform_sink_rate(mask: torch.Tensor, threshold: float = 0.3) -> torch.Tensor:
+    """Gu et al.'s sink rate of uniform attention under ``mask``: 1 at the keys whose uniform
+    ``alpha_k`` (:func:`posbias.evaluate.uniform_sink_alpha`) exceeds ``threshold``, else 0, ``(T,)``
+    float64. The rate a network reaches with no preference at all (under a window of 4, key 1
+    already scores 1)."""
+    return (ev.uniform_sink_alpha(mask) > threshold).to(torch.float64)
+
+
+def sink_baseline_rows(units: dict[str, list[dict]], threshold: float = 0.3) -> list[dict]:
+    """Gu et al.'s sink rate beside uniform attention's, for each Figure 6 mask label of ``units``
+    (stored runs with ``sink_share`` and ``sink_alpha``): at the sink position (key 1; the mean over
+    keys ``1..K`` for a prefix of ``K``), the networks' rate (mean over runs), uniform attention's rate
+    under the same mask (:func:`uniform_sink_rate`), and the networks' ``alpha`` excess over uniform
+    attention there (:func:`posbias.evaluate.sink_excess`, layer mean)."""
+    rows = []
+    for label, us in units.items():
+        T = len(us[0]["sink_share"])
+        mask = ev.fig6_mask(label, T)
+        k = int(label.split("|")[1]) if label.startswith("prefix|") else 1
+        rate = ev.stack(us, "sink_share").mean(0)
+        rows.append({"mask": label.replace("|", " "), "sink keys": f"1..{k}" if k > 1 else "1",
+                     "sink rate": float(rate[:k].mean()),
+                     "under uniform attention": float(uniform_sink_rate(mask, threshold)[:k].mean()),
+                     "excess over uniform": float(ev.sink_excess(us, mask)[:, :k].mean())})
+    return rows
+
+
+
 def _rates(us: Sequence[dict]) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Gu et al.'s sink rate per seed and key, ``(seeds, T)`` (the stored ``sink_share``: the share of
     (sequence, layer) pairs with ``alpha_k > 0.3``, the paper's epsilon); the same rate under uniform
     attention ``(T,)`` (each key 0 or 1); and the sequences behind each rate."""
     mask = _mask(us)
-    return ev.stack(list(us), "sink_share"), ev.uniform_sink_rate(mask), _n_sink(us)
+    return ev.stack(list(us), "sink_share"), uniform_sink_rate(mask), _n_sink(us)
 
 
 def _rate_measure(per: torch.Tensor, base: torch.Tensor, n: int, coef: float) -> Measure:

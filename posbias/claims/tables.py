@@ -1,0 +1,79 @@
+"""What the register's judge says, as tables for the pages: every entry judged
+(:func:`table`), and the coverage list of the paper's sentences (:func:`coverage`,
+:func:`coverage_table`). Re-exported by :mod:`posbias.claims`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import REGISTER, STATUSES, Judged, _chance, register
+
+__all__ = ["table", "coverage", "coverage_table"]
+
+
+def coverage(path: Path | str = REGISTER) -> list[dict[str, Any]]:
+    """The register's coverage list: every trained-network sentence of the paper's Sections 5.1, 5.2,
+    K.1 and K.2, each ``{sentence, where}`` with ``entries`` (ids) or ``none`` (why no entry judges it)."""
+    import yaml
+
+    return list(yaml.safe_load(Path(path).read_text()).get("coverage", []))
+
+
+def coverage_table(judged: Sequence[Judged]):
+    """A ``pandas.DataFrame`` of the coverage list: where, the sentence, and its entries' verdicts after
+    Holm (counted per status) or why no entry judges it."""
+    import pandas as pd
+
+    by = {j.entry.id: j for j in judged}
+    rows = []
+    for c in coverage():
+        if "entries" in c:
+            hs = [by[i].holm for i in c["entries"] if i in by]
+            judged_ = ", ".join(f"{hs.count(s)} {s}" for s in STATUSES if hs.count(s))
+            on_sc = sum(by[i].holm == "reproduced" and bool(by[i].shortcut) for i in c["entries"] if i in by)
+            rows.append({"where": c["where"], "sentence": c["sentence"], "entries": len(c["entries"]),
+                         "after Holm": judged_ + (f" ({on_sc} on a shortcut)" if on_sc else "")})
+        else:
+            rows.append({"where": c["where"], "sentence": c["sentence"], "entries": 0,
+                         "after Holm": "no entry: " + c["none"]})
+    return pd.DataFrame(rows)
+
+
+def _pm(x: tuple[float, float, str] | None) -> str:
+    return "" if x is None else f"{x[0]:+.3f} ± {x[1]:.3f} ({x[2]})"
+
+
+def table(judged: Sequence[Judged]):
+    """A ``pandas.DataFrame``, one row per entry: id, what is measured, verdict, after Holm, mean ± SE,
+    the distinct runs behind it (of the seeds stored), the guards, the second reading, the contrast
+    under uniform attention, the accuracy at slots the training never rewarded (chance 1/32), the
+    networks' share of the ceiling, and the convergence note."""
+    import pandas as pd
+
+    share = register().judge.share
+    chance = _chance()
+    rows = []
+    for j in judged:
+        done = j.mean is not None
+        mean = f"{j.mean:+.3f} ± {j.se:.3f}" if done else "units missing: " + ", ".join(j.units_missing)
+        if done and j.entry.margin is not None:
+            mean += f" (margin {j.entry.margin:.2f})"
+        runs = "" if not done else (f"{j.n_runs}" if j.n_runs == j.n_seeds
+                                    else f"{j.n_runs} distinct of {j.n_seeds}")
+        if done and j.copies:
+            runs += " (" + ", ".join(f"{c}: {j.n_seeds - k} distinct" for c, k in j.copies.items()) + ")"
+        untrained = ", ".join(f"{a:.3f}" + (" (shortcut)" if c in j.shortcut else "")
+                              for c, a in j.untrained.items())
+        if j.share is None:
+            nets = "cannot reach the ceiling" if done else ""
+        else:
+            nets = "not converged" if j.share < share else "converged"
+        rows.append({"claim": j.entry.id, "measured": j.entry.reading, "where": j.entry.where,
+                     "verdict": j.status, "after Holm": j.holm, "mean ± SE": mean, "runs": runs,
+                     "guards": "; ".join(_pm(g) for g in j.guards),
+                     "second reading": (f"{j.entry.second['label']}: {_pm(j.second)}" if j.second else ""),
+                     "under uniform attention": "" if j.baseline is None else f"{j.baseline:+.3f}",
+                     f"untrained slots (chance {chance:.3f})": untrained,
+                     "share of ceiling": "" if j.share is None else f"{j.share:.2f}",
+                     "networks": nets + (", accuracy still rising" if j.still_rising else "")})
+    return pd.DataFrame(rows)
