@@ -10,7 +10,8 @@ With ``--allocator ROUNDS`` it times the depth-4 No-PE ensemble (10 members) in 
 with and without :func:`posbias.train.tune_allocator`, alternating, ROUNDS of each, pairwise
 concurrent when two cores are free (the allocator cannot be untuned within one process).
 With ``--engines ROUNDS`` it times the model's engines (:data:`posbias.model.ENGINES`, and with
-``--compile`` engine v3 under ``torch.compile``) side by side, in turns, ROUNDS times each, per
+``--compile`` engine v3 under ``torch.compile``, on the No-PE ensembles only: its warm-up takes
+minutes) side by side, in turns, ROUNDS times each, per
 depth in the campaign's packing (one ensemble per PE) and alone, with the same weights and the same
 (pre-drawn) batches: milliseconds per member-step, the ratio to v2 and the share of the fp32 matmul
 peak; ``--sizes`` adds the No-PE ensemble at other sizes; ``--equivalence STEPS`` trains the depth-2
@@ -115,7 +116,7 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> di
             data_ms = 1e3 * (time.perf_counter() - t) / steps / len(seeds)
             init = EnsembleNet(cfgs, seeds, depth).state_dict()
             steps_of = {}
-            for e, c in engines:
+            for e, c in (engines if pack.startswith("none") else [x for x in engines if not x[1]]):
                 t = time.perf_counter()
                 steps_of[name(e, c)] = st = stepper(cfgs, seeds, depth, e, batches, c, init)
                 for i in range(3):

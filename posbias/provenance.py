@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "flushes_denormals", "numerics", "device_info",
+__all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "flushes_denormals", "numerics", "kernel_kind", "device_info",
            "collect", "canonical_json", "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,6 +121,18 @@ def numerics(engine: str | None = None) -> dict[str, Any]:
     except (ImportError, AttributeError):
         pass
     return out
+
+
+def kernel_kind(cpu: dict[str, Any] | None) -> str | None:
+    """The kind of host a record's ``cpu`` (:func:`cpu_info`) names, as far as training's bits go: the
+    vendor (MKL picks its matrix kernels by it) and torch's capability (ATen's vector kernels), e.g.
+    ``"AuthenticAMD AVX2"``; None for a record without the CPU. Measured for issue 66: units trained on
+    AMD family 25 model 17 and family 26 model 2 (both AVX512) agree bit for bit; AMD AVX2 gives other
+    bits, reproduced on an AVX-512 AMD host with ``ATEN_CPU_CAPABILITY=avx2``; Intel AVX512 other bits
+    again, which no setting of an AMD host reproduces."""
+    if not cpu or not cpu.get("torch_capability"):
+        return None
+    return f"{cpu.get('vendor') or cpu.get('model_name')} {cpu['torch_capability']}"
 
 
 def device_info(device: str | None = None) -> dict[str, Any]:

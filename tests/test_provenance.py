@@ -41,3 +41,13 @@ def test_numerics_records_what_decides_a_units_bits():
     assert on["engine"] == DEFAULT_ENGINE and off["engine"] == "v3"
     assert on["flush_denormal"] is can_flush and off["flush_denormal"] is False
     assert provenance.collect(device="cpu")["numerics"] == provenance.numerics()
+
+
+def test_kernel_kind_is_vendor_and_torch_capability():
+    zen4 = {"vendor": "AuthenticAMD", "family": "25", "model": "17", "torch_capability": "AVX512"}
+    zen5 = {**zen4, "family": "26", "model": "2"}
+    assert provenance.kernel_kind(zen4) == provenance.kernel_kind(zen5) == "AuthenticAMD AVX512"
+    assert provenance.kernel_kind({**zen4, "torch_capability": "AVX2"}) == "AuthenticAMD AVX2"
+    assert provenance.kernel_kind({**zen4, "vendor": "GenuineIntel"}) == "GenuineIntel AVX512"
+    assert provenance.kernel_kind(None) is None and provenance.kernel_kind({"model_name": "x"}) is None
+    assert provenance.kernel_kind(provenance.cpu_info()).endswith(torch.backends.cpu.get_cpu_capability())
