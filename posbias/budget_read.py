@@ -115,7 +115,7 @@ def branch_table(study: Study):
         for i, b in enumerate(bs, 1):
             rd = [bd.reading(r) for _, r in b]
             acc = [x["accuracy"] for x in rd]
-            exits = [(s, x) for s, r in b for x in _exits_after(r)]
+            exits = sorted((s, x) for s, r in b for x in _exits_after(r))
             rows.append({"configuration": label, "branch": f"{i} of {len(bs)}", "networks": len(b),
                          "seeds": ", ".join(str(s) for s in sorted(s for s, _ in b)),
                          "accuracy at the end": f"{min(acc):.3f}" if len(acc) == 1 else f"{min(acc):.3f} to {max(acc):.3f}",
@@ -184,7 +184,7 @@ def moving_table(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], window:
             rows.append({"configuration": label, "quantity": "mean IC accuracy" if q == "accuracy" else q,
                          "networks": len(us), **{v: sum(x["verdict"] == v for x in got)
                                                  for v in ("settled", "moving", "undetermined")},
-                         f"change over the last {window // 1000}k": _mean_se([x["change"] for x in got])})
+                         f"change over the last {window:,} iterations": _mean_se([x["change"] for x in got])})
     return pd.DataFrame(rows)
 
 

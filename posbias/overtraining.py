@@ -200,7 +200,7 @@ def converged_counts(cmp) -> dict[str, int]:
 def stop_table(converged: Mapping[str, Sequence[dict | None]], n_test: int):
     """One row per trained network of the ``converged`` campaign (label -> runs, ``None`` not yet
     trained; each run's ``stop`` names its rule): where it stopped and why, the first evaluation at
-    which the rule's three gap parts held together (``gaps settled at``; the loss part aside), the
+    which the rule's three gap parts held together (``gap parts first held at``; the loss part aside), the
     training loss's fitted change over the rule's last window as a share of its final value, and
     the final mean IC accuracy. ``n_test``: sequences per accuracy. Returns a ``pandas.DataFrame``."""
     import pandas as pd
@@ -215,7 +215,7 @@ def stop_table(converged: Mapping[str, Sequence[dict | None]], n_test: int):
         rise, best = cv.loss_rise(c)
         rows.append({"configuration": label, "run": seed, "stopped at": f"{u['stop']['stopped_at']:,}",
                      "why": u["stop"]["reason"],
-                     "gaps settled at": "" if settled is None else f"{settled:,}",
+                     "gap parts first held at": "" if settled is None else f"{settled:,}",
                      f"loss change over last {r.window // 1000}k": f"{change:+.1%}",
                      "loss above its best": f"{rise:+.1%}" + (f" (best at {best:,})" if rise > r.loss_rel else ""),
                      "accuracy": f"{np.mean(list(u['ic_accuracy'].values())):.3f}"})

@@ -93,7 +93,7 @@ def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settle
     assert len(tab) == 1
     row = tab.iloc[0]
     assert row["configuration"] == "x" and row["run"] == 0 and row["why"] == "rule"
-    assert 200_000 < stop <= 250_000 and row["gaps settled at"] == f"{stop:,}"
+    assert 200_000 < stop <= 250_000 and row["gap parts first held at"] == f"{stop:,}"
     assert row["loss change over last 50k"] == "+0.0%" and row["accuracy"] == "0.700"
     assert row["loss above its best"] == "+0.0%" and ot.fell_back({"x": [u, None]}) == "none"
 
