@@ -19,8 +19,9 @@ names the engine. ``"v3"`` computes Q, K and V of a layer in one product with th
 side by side, and the last layer's one query row against the keys and values as elementwise
 products and sums instead of batched matrix-vector products (whose backward is a batch of outer
 products): its losses match v2's to float32 rounding (``tests/test_model_engines.py``; 200 steps
-in ``benchmarks/train_throughput.py --engines``). A unit is bit-identical alone and in any
-ensemble under either engine.
+in ``benchmarks/train_throughput.py --equivalence 200``). A unit is bit-identical alone and in any
+ensemble under either engine. On the AMD AVX-512 host of issue 66, v3 was not faster than v2
+(``benchmarks/README.md``), so nothing trains with it by default.
 """
 from __future__ import annotations
 
