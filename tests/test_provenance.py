@@ -51,3 +51,24 @@ def test_kernel_kind_is_vendor_and_torch_capability():
     assert provenance.kernel_kind({**zen4, "vendor": "GenuineIntel"}) == "GenuineIntel AVX512"
     assert provenance.kernel_kind(None) is None and provenance.kernel_kind({"model_name": "x"}) is None
     assert provenance.kernel_kind(provenance.cpu_info()).endswith(torch.backends.cpu.get_cpu_capability())
+
+
+def test_a_training_sitting_records_its_numerics(tmp_path):
+    """Each sitting of a training (kept in its checkpoint, copied into the stored units' provenance)
+    records the numerics it trained under: subnormals flushed inside training, one thread, the engine."""
+    from posbias.model import DEFAULT_ENGINE, MemberConfig
+    from posbias.training import checkpoints as ck
+    from posbias.training.loop import train_units
+    from posbias.training.units import Unit
+
+    unit = Unit(1, MemberConfig("decay"), None, 0, steps=2, batch_size=8, eval_every=2, n_test=16, n_sweep=4,
+                n_sink=4)
+    import os
+
+    can_flush = torch.set_flush_denormal(False)     # whether this CPU can flush (and leave it off)
+    can_flush = can_flush and os.environ.get("POSBIAS_FLUSH_DENORMAL", "1").strip() != "0"
+    train_units([unit], checkpoint_dir=tmp_path, progress=False, threads=1, keep_checkpoint=True, log=lambda _: None)
+    (sitting,) = ck.load(tmp_path / "state.pt", [unit], torch.device("cpu"), lambda _: None)["sittings"]
+    assert sitting["numerics"] == {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": 1,
+                                   "flush_denormal": can_flush, "engine": DEFAULT_ENGINE}
+    assert provenance.flushes_denormals() is False                  # and flushing stopped with the training
