@@ -102,3 +102,13 @@ def test_the_default_engine_is_the_committed_units_and_unknown_engines_are_refus
     assert DEFAULT_ENGINE == "v2" and EnsembleNet([UNIT[0]], [0], 1).engine == "v2"
     with pytest.raises(ValueError, match="unknown engine"):
         EnsembleNet([UNIT[0]], [0], 1, engine="v9")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_at_the_papers_batch_a_unit_is_bit_identical_alone_and_last_of_seven(engine):
+    """The packing test at batch 128 (the campaigns' size, where the products are the campaigns' shapes)."""
+    losses, net = _train([UNIT], engine, steps=2, batch=128)
+    alone_loss, alone = _member(net, losses, 0)
+    losses, net = _train([*OTHERS, UNIT], engine, steps=2, batch=128)
+    loss, params = _member(net, losses, len(OTHERS))
+    assert torch.equal(loss, alone_loss) and all(torch.equal(p, alone[k]) for k, p in params.items())
