@@ -10,7 +10,9 @@ AdamW steps on the same batches (our engines v2 and v3 against theirs).
 AUTHORS_CHECKOUT is a directory holding their ``models.py`` (and the ``utils.py``, ``data.py`` and
 ``rope.py`` it imports), e.g. ``git clone https://github.com/xinyiwu98/position-bias-in-attention``
 at 3967a93. Exit status 0 when every logit difference is below ``--logit-tol`` and every loss after
-the last step within ``--loss-tol`` (relative) of theirs, 1 otherwise.
+the last step within ``--loss-tol`` (relative) of theirs, 1 otherwise. Training amplifies float32
+roundings, the more so the deeper the network: each row also reports how far our own two engines
+(the same function, other roundings) end apart, the scale against which a loss difference is read.
 """
 from __future__ import annotations
 
@@ -114,7 +116,9 @@ def compare(SAN, cfg: MemberConfig, depth: int, steps: int, batch: int, seed: in
         out.update(final_loss={k: c[-1] for k, c in curves.items()},
                    loss_max_abs_diff={e: max(abs(a - b) for a, b in zip(curves[e], curves["theirs"])) for e in nets},
                    final_loss_rel_diff={e: abs(curves[e][-1] - curves["theirs"][-1]) / abs(curves["theirs"][-1])
-                                        for e in nets})
+                                        for e in nets},
+                   # how far rounding alone carries training: our two engines, the same function
+                   engine_spread_rel=abs(curves["v3"][-1] - curves["v2"][-1]) / abs(curves["v2"][-1]))
     return out
 
 
@@ -149,15 +153,17 @@ def main(argv: list[str] | None = None) -> int:
                     f"{e} {v:.1e}" for e, v in r["logit_max_abs_diff"].items())
                     + ("" if not a.steps else f" | loss after {a.steps} steps theirs {r['final_loss']['theirs']:.5f}, "
                        + ", ".join(f"{e} {r['final_loss'][e]:.5f} (max |diff| {r['loss_max_abs_diff'][e]:.1e})"
-                                   for e in ENGINES))
+                                   for e in ENGINES) + f"; v2 vs v3 {r['engine_spread_rel']:.1e} relative")
                     + ("" if good else "  <-- DISAGREES"), flush=True)
     worst_logit = max(max(r["logit_max_abs_diff"].values()) for r in rows) if rows else float("nan")
     summary = {"networks": len(rows), "agree": sum(r["agrees"] for r in rows), "worst_logit_diff": worst_logit}
     if a.steps and rows:
         summary["worst_final_loss_rel_diff"] = {e: max(r["final_loss_rel_diff"][e] for r in rows) for e in ENGINES}
+        summary["worst_engine_spread_rel"] = max(r["engine_spread_rel"] for r in rows)
     print(f"{summary['agree']} of {summary['networks']} networks agree; largest logit difference {worst_logit:.1e}"
           + ("" if not a.steps or not rows else "; largest relative loss difference after "
-             f"{a.steps} steps " + ", ".join(f"{e} {v:.1e}" for e, v in summary["worst_final_loss_rel_diff"].items())))
+             f"{a.steps} steps " + ", ".join(f"{e} {v:.1e}" for e, v in summary["worst_final_loss_rel_diff"].items())
+             + f" (v2 against v3, rounding alone: {summary['worst_engine_spread_rel']:.1e})"))
     if a.json:
         rep = {"argv": sys.argv[1:] if argv is None else argv, "summary": summary, "rows": rows,
                "provenance": collect(started=started, wall_seconds=round(time.perf_counter() - t0, 3), device="cpu")}
