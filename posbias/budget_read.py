@@ -118,7 +118,8 @@ def branch_table(study: Study):
             exits = sorted((s, x) for s, r in b for x in _exits_after(r))
             rows.append({"configuration": label, "branch": f"{i} of {len(bs)}", "networks": len(b),
                          "seeds": ", ".join(str(s) for s in sorted(s for s, _ in b)),
-                         "accuracy at the end": f"{min(acc):.3f}" if len(acc) == 1 else f"{min(acc):.3f} to {max(acc):.3f}",
+                         "accuracy at the end": (f"{min(acc):.3f}" if len(acc) == 1
+                                                 else f"{min(acc):.3f} to {max(acc):.3f}"),
                          **{g: f"{np.mean([x['gaps'][g] for x in rd]):+.3f}" for g in cv.GAP_NAMES},
                          "left a plateau after 100k": "; ".join(f"seed {s} at {x:,}" for s, x in exits) or "none"})
     return pd.DataFrame(rows)
@@ -155,12 +156,13 @@ def branch_sentences(study: Study) -> str:
             rd = [bd.reading(r) for _, r in b]
             g = {k: float(np.mean([x["gaps"][k] for x in rd])) for k in cv.GAP_NAMES}
             acc = [x["accuracy"] for x in rd]
-            parts.append(f"{len(b)} end at mean IC accuracy {min(acc):.3f}" + (f" to {max(acc):.3f}" if len(b) > 1 else "")
+            parts.append(f"{len(b)} end at mean IC accuracy {min(acc):.3f}"
+                         + (f" to {max(acc):.3f}" if len(b) > 1 else "")
                          + f" (first-middle {g['first-middle']:+.3f}, first-last {g['first-last']:+.3f}, "
                          f"middle-last {g['middle-last']:+.3f}: {shape_words(g)})")
         split = " : ".join(str(len(b)) for b in bs)
         head = (f"{label}, {len(runs)} of {len(study[label])} networks stored: " +
-                (f"one branch; " if len(bs) == 1 else f"{len(bs)} branches, {split}; "))
+                ("one branch; " if len(bs) == 1 else f"{len(bs)} branches, {split}; "))
         out.append(head + "; ".join(parts))
     return ". ".join(out) + "." if out else "no network yet."
 

@@ -55,7 +55,8 @@ def test_readings_are_of_the_same_networks_at_100k_and_at_the_end():
 def test_shape_words_need_gaps_beyond_the_unit():
     assert br.shape_words({"first-middle": 0.11, "first-last": 0.03, "middle-last": -0.08}).startswith("U-shaped")
     assert br.shape_words({"first-middle": 0.01, "first-last": 0.02, "middle-last": -0.01}) == "no gap beyond 0.05"
-    assert br.shape_words({"first-middle": 0.2, "first-last": 0.3, "middle-last": 0.1}) == "a preference for the first item"
+    assert br.shape_words({"first-middle": 0.2, "first-last": 0.3,
+                           "middle-last": 0.1}) == "a preference for the first item"
 
 
 def test_tables_of_a_study_without_networks_say_not_yet():

@@ -38,7 +38,8 @@ from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_stat
 from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
 
 __all__ = [
-           "BUDGET_CONFIGS", "CHAPTER_CAMPAIGNS", "CONVERGED_CONFIGS", "CampaignStatus", "Engine", "EngineSpec", "Ensemble",
+           "BUDGET_CONFIGS", "CHAPTER_CAMPAIGNS", "CONVERGED_CONFIGS", "CampaignStatus", "Engine", "EngineSpec",
+           "Ensemble",
            "EnsembleStatus", "FIG2_PES", "FIG3_CONFIGS",
            "Interrupted", "PROFILES", "PartBusy", "SchedulerLost", "SINK_SEED", "TEST_SEED", "TrainingTime",
            "UNIT_EXPERIMENT", "Unit",

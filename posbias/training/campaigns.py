@@ -142,7 +142,8 @@ def admitted_record(label: str, seed: int, steps: int, eval_every: int, n_test: 
                 eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink,
                 stop_rule=PROFILES["converged"]["stop_rule"])
     rec = lookup(unit)
-    return rec if rec is not None and int(d) in (2, 6) and rec["curves"]["step"][-1] == steps and admitted(rec, int(d)) \
+    return rec if rec is not None and int(d) in (2, 6) and rec["curves"]["step"][-1] == steps \
+        and admitted(rec, int(d)) \
         else None
 
 

@@ -31,7 +31,8 @@ def heldout_sets(tasks: Sequence[Task], seeds: Sequence[int], slots: Sequence[tu
 
 
 @torch.no_grad()
-def heldout_loss(net: EnsembleNet, sets: Sequence[tuple[torch.Tensor, torch.Tensor]], chunk: int = 1000) -> torch.Tensor:
+def heldout_loss(net: EnsembleNet, sets: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                 chunk: int = 1000) -> torch.Tensor:
     """Mean cross-entropy of each member on its own held-out set, ``(E,)`` (member ``e`` reads set ``e``)."""
     dev, n = net.w_q.device, len(sets[0][1])
     total = torch.zeros(len(sets), dtype=torch.float64)
