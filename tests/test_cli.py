@@ -168,12 +168,12 @@ def test_campaign_trains_exactly_what_the_chapter_reads(tree, tmp_path):
 
 
 def test_campaign_max_members_sets_the_ensembles(tree, tmp_path):
-    """`--max-members N` reaches the campaign: wu-fig-6's four smoke units (one PE, so one ensemble)
+    """`--max-members N` reaches the campaign: wu-fig-6's five smoke units (one PE, so one ensemble)
     in ensembles of at most 3 (the split itself: test_train's splits test); `--status --workers 2`
     shows the split two workers would train."""
     cache = tmp_path / "cache"
-    for extra, want in (([], "4 to train in 1 ensemble(s)"), (["--max-members", "3"], "4 to train in 2 ensemble(s)"),
-                        (["--workers", "2"], "4 to train in 2 ensemble(s)")):     # auto: 2 + 2 on 2 workers
+    for extra, want in (([], "5 to train in 1 ensemble(s)"), (["--max-members", "3"], "5 to train in 2 ensemble(s)"),
+                        (["--workers", "2"], "5 to train in 2 ensemble(s)")):     # auto: 3 + 2 on 2 workers
         proc = run(tree, "campaign", "wu-fig-6", "--profile", "smoke", "--status", *extra, cache=cache)
         assert proc.returncode == 0 and want in proc.stdout, proc.stdout + proc.stderr
     assert not cache.exists()

@@ -129,12 +129,13 @@ def test_converged_counts_leave_out_claims_not_yet_judged():
 
 def test_reach_names_the_configurations_each_claim_still_needs():
     judgeable, out = ot.reach(["No PE|6", "RoPE|6"])
-    assert set(judgeable) == {"fig2-nope-early-6", "fig2-middle-last-smaller-6", "fig2-rope-reduces-6"}
-    assert out["fig2-depth-nope"] == ["No PE|2"]
+    assert set(judgeable) == {"fig2-nope-early-6", "fig2-middle-last-smaller-nope-6", "fig2-middle-last-smaller-rope-6",
+                              "fig2-rope-reduces-6", "fig2-rope-recent-6"}
+    assert out["fig2-depth-nope-first-last"] == ["No PE|2", "No PE|4"]
     assert out["fig2-decay-reduces-6"] == ["decay|6"]
     assert out["fig2-rope-reduces-2"] == ["No PE|2", "RoPE|2"]
     everything, none = ot.reach([f"{a}|{d}" for a in ("No PE", "decay", "RoPE") for d in (2, 4, 6)])
-    assert none == {} and len(everything) == len(judgeable) + len(out) == 19
+    assert none == {} and len(everything) == len(judgeable) + len(out) == 39
 
 
 def test_the_converged_profile_is_the_campaigns_configurations():
@@ -145,9 +146,11 @@ def test_the_converged_profile_is_the_campaigns_configurations():
     assert tuple(meta["configs"]) == CONVERGED_CONFIGS
     judgeable, out = ot.reach(CONVERGED_CONFIGS)
     # with No PE and RoPE at depth 2, the decay mask's depth-2 claims and the depth claims are in reach
-    assert {"fig2-decay-reduces-2", "fig2-depth-nope", "fig2-depth-rope"} <= set(judgeable)
-    assert set(out) == {"fig2-depth-decay", "fig2-decay-reduces-4", "fig2-decay-more-than-rope-4",
-                        "fig2-decay-reduces-6", "fig2-decay-more-than-rope-6"}
+    assert {"fig2-decay-reduces-2", "fig2-depth-nope-first-last", "fig2-depth-rope-first-last"} <= set(judgeable)
+    # the decay mask trains at depth 2 only: its depth trend and its claims at depths 4 and 6 are out of reach
+    assert set(out) == {f"fig2-{c}-{d}" for c in ("decay-reduces", "decay-more-than-rope", "decay-recent",
+                                                   "middle-last-smaller-decay", "no-u") for d in (4, 6)} \
+        | {f"fig2-depth-decay-{g}" for g in ("first-middle", "first-last", "middle-last")}
 
 
 def test_paper_and_end_reads_the_snapshot_and_the_stop_from_the_curves():
