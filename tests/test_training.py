@@ -295,12 +295,31 @@ def test_a_unit_trained_on_a_gpu_is_read_by_a_cpu_build(tmp_path, monkeypatch):
     kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
     (u,) = train.campaign_units("wu-fig-5", **kw)["causal|none"]
     (result,) = train.train_units([u], progress=False, log=lambda s: None)
-    gpu = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "torch_threads": 1, "from_step": 0}
+    num = {"cpu_capability": "AVX512", "torch_threads": 1, "flush_denormal": True, "engine": "v2"}
+    gpu = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "torch_threads": 1, "from_step": 0,
+           "numerics": num}
     campaigns.store_unit(u, result, [gpu])
     assert train.stored_campaign("wu-fig-5", "smoke", **kw) == {"causal|none": [result]}
     (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
     assert rec["provenance"]["device"] == "cuda" and rec["provenance"]["device_name"].startswith("NVIDIA")
     assert "_device" not in rec["params"] and rec["provenance"]["sittings"] == [gpu]
+    assert rec["provenance"]["numerics"] == num and rec["provenance"]["numerics_uniform"] is True
+
+
+def test_a_unit_trained_under_two_kernel_sets_says_its_numerics_are_not_uniform(tmp_path, monkeypatch):
+    """A unit resumed on a host of another kind records the last sitting's numerics and says they were
+    not the same throughout (its bits are reproduced by neither host alone)."""
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
+    (u,) = train.campaign_units("wu-fig-5", **kw)["causal|none"]
+    (result,) = train.train_units([u], progress=False, log=lambda s: None)
+    num = {"cpu_capability": "AVX2", "torch_threads": 1, "flush_denormal": True, "engine": "v2"}
+    first, second = {"from_step": 0, "numerics": num}, {"from_step": 1, "numerics": {**num, "cpu_capability": "AVX512"}}
+    campaigns.store_unit(u, result, [first, second])
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
+    assert rec["provenance"]["numerics"]["cpu_capability"] == "AVX512"
+    assert rec["provenance"]["numerics_uniform"] is False
 
 
 def test_progress_text_names_each_unfinished_ensemble():

@@ -5,6 +5,8 @@ their one source: ``tests/test_training.py`` fails when the two disagree.
 """
 from __future__ import annotations
 
+import json
+
 from typing import Any, Callable, Mapping
 
 from .. import store
@@ -182,7 +184,7 @@ def distinct(groups: dict[str, list[Unit]]) -> list[Unit]:
 # on a CPU reads units a GPU trained. `posbias check-data` recomputes such records on the CPU and
 # compares them within the tolerance stated for records made on other hardware.
 
-_WHERE = ("device_name", "machine", "cpu", "cpu_count", "torch_threads")
+_WHERE = ("device_name", "machine", "cpu", "cpu_count", "torch_threads", "numerics")
 
 
 def stored(unit: Unit | dict[str, Any]) -> bool:
@@ -206,9 +208,12 @@ def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[st
         return result
 
     last = (sittings or [{}])[-1]       # the process that finished it: a Dask worker, maybe on another machine
+    kinds = [json.dumps(s.get("numerics"), sort_keys=True) for s in sittings or [] if "numerics" in s]
     extra = None if result is None else {
         "device": last.get("device") or str(device()),
-        **{k: last[k] for k in _WHERE if k in last}, **({"sittings": sittings} if sittings else {})}
+        **{k: last[k] for k in _WHERE if k in last}, **({"sittings": sittings} if sittings else {}),
+        # the numerics name a unit's bits only where every sitting trained under the same ones
+        **({"numerics_uniform": len(set(kinds)) == 1 and len(kinds) == len(sittings or [])} if kinds else {})}
     return store.cached(UNIT_EXPERIMENT, unit.params(), fresh, version=VERSION, seeds=[unit.seed],
                         wall_seconds=None if result is None else result["train_seconds_ensemble"],
                         extra_provenance=extra)
