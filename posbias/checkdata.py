@@ -29,7 +29,7 @@ from . import parking, store
 from .recompute import RECOMPUTE, Recompute, recomputable
 from .provenance import cpu_info
 
-__all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record"]
+__all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record", "host_kinds"]
 
 # modules that register recomputations with @recompute.recomputable (importing them registers)
 _MODULES = ("posbias.lnsim", "posbias.llm")
@@ -54,6 +54,20 @@ def wu_unit_record(params: dict[str, Any]) -> dict[str, Any]:
     except ValueError as e:
         raise ValueError(f"{e}: this record cannot be recomputed") from None
     return train.train_units([unit], progress=False)[0]
+
+
+def host_kinds(experiment: str = "wu-units", data: Path | None = None) -> dict[str, int]:
+    """How many of ``experiment``'s committed records (``data/<experiment>/*.json``) were computed on
+    each kind of host (:func:`posbias.provenance.host_kind`), most first: a record reproduces bit
+    for bit only on a host of its kind, at its thread count."""
+    from collections import Counter
+
+    from .provenance import host_kind
+
+    folder = (store.DATA if data is None else data) / experiment
+    counts = Counter(host_kind(json.loads(p.read_text(encoding="utf-8")).get("provenance") or {})
+                     for p in sorted(folder.glob("*.json")))
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _wu_cost(record: dict[str, Any]) -> float:

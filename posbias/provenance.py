@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "flushes_denormals", "numerics", "kernel_kind",
-           "device_info",
+           "host_kind", "device_info",
            "collect", "canonical_json", "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,6 +134,21 @@ def kernel_kind(cpu: dict[str, Any] | None) -> str | None:
     if not cpu or not cpu.get("torch_capability"):
         return None
     return f"{cpu.get('vendor') or cpu.get('model_name')} {cpu['torch_capability']}"
+
+
+def host_kind(prov: dict[str, Any]) -> str:
+    """The kind of host (:func:`kernel_kind`) a stored result's provenance ``prov`` says it was computed
+    on, over all its sittings: that kind; ``"mixed"`` where its sittings ran on hosts of two kinds (no
+    single host reproduces its bits); ``"not recorded"`` where a sitting (or, without sittings, the
+    record) does not name its CPU's kernels; ``"GPU"`` where a sitting ran on CUDA."""
+    sittings = prov.get("sittings") or [prov]
+    kinds = set()
+    for s in sittings:
+        dev = str(s.get("device") or prov.get("device") or "cpu")
+        kinds.add("GPU" if dev.startswith("cuda") else kernel_kind(s.get("cpu")))
+    if None in kinds:
+        return "not recorded"
+    return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def device_info(device: str | None = None) -> dict[str, Any]:

@@ -79,3 +79,31 @@ def test_throughput_benchmark_compares_the_engines_on_the_same_weights_and_batch
     assert set(eq) == {"none", "rope"} and all(e["steps"] == 3 and e["max_ulps"] <= 4 for e in eq.values())
     assert eq["none"]["final_loss_v2"] == pytest.approx(eq["none"]["final_loss_v3"], rel=1e-6)
     assert rep["depths"] == {} and "ms/member-step" in proc.stdout and rep["provenance"]["numerics"]
+
+
+def test_kernel_repro_compares_every_evaluation_and_finds_the_first_difference():
+    import kernel_repro as kr
+
+    stored = {"step": [0, 5000, 10000, 15000], **{c: [1.0, 0.9, 0.8, 0.7] for c in kr.CURVES}}
+    same = {"step": [0, 5000, 10000], **{c: [1.0, 0.9, 0.8] for c in kr.CURVES}}
+    assert kr.compare(same, stored, 10_000) == {"evaluations": 3, "identical": 3, "first_difference_at": None,
+                                               "max_abs_difference": 0.0, "bitwise": True}
+    off = {**same, "IC_last_middle": [1.0, 0.9, 0.8 + 2 ** -20]}      # one accuracy, one evaluation, one ulp-ish
+    got = kr.compare(off, stored, 10_000)
+    assert not got["bitwise"] and got["identical"] == 2 and got["first_difference_at"] == 10_000
+    assert got["max_abs_difference"] == pytest.approx(2 ** -20)
+    with pytest.raises(ValueError, match="no evaluation at"):
+        kr.compare(same, stored, 15_000)
+    a = {"depth": 2, "seed": 0, "steps": 100_000}
+    assert kr.same_network(a, {**a, "steps": 500_000, "stop_rule": "plateau-50k"})
+    assert not kr.same_network(a, {**a, "seed": 1})
+
+
+def test_kernel_repro_runs_a_record_again_and_repeats_it_at_step_zero(tmp_path):
+    out = tmp_path / "k.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "kernel_repro.py"), "--steps", "10", "--capabilities",
+                           "default", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(out.read_text())
+    assert [r["evaluations"] for r in rep["rows"]] == [1, 1] and all(r["bitwise"] for r in rep["rows"])
+    assert rep["provenance"]["numerics"]["cpu_capability"]

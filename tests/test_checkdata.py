@@ -212,3 +212,15 @@ def test_tolerance_is_exact_on_the_recording_cpu_and_wider_on_another(data_copy,
         want = {"other": "computed on another CPU (Elsewhere", None: "computed on a CPU its provenance does not name",
                 "gpu": "computed on cuda (NVIDIA H100 80GB HBM3), recomputed on this CPU"}[recorded]
         assert any(n.startswith(want) for n in row.notes), row.notes
+
+
+def test_host_kinds_counts_the_committed_records_by_kind(tmp_path):
+    amd = {"vendor": "AuthenticAMD", "torch_capability": "AVX512"}
+    folder = tmp_path / "wu-units"
+    folder.mkdir()
+    provs = [{"sittings": [{"cpu": amd}]}, {"cpu": amd},
+             {"sittings": [{"cpu": amd}, {"cpu": {**amd, "vendor": "x"}}]}, {}]
+    for i, prov in enumerate(provs):
+        (folder / f"{i}.json").write_text(json.dumps({"provenance": prov}))
+    assert checkdata.host_kinds(data=tmp_path) == {"AuthenticAMD AVX512": 2, "mixed": 1, "not recorded": 1}
+    assert sum(checkdata.host_kinds().values()) == len(list((store.DATA / "wu-units").glob("*.json")))

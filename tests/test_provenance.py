@@ -72,3 +72,16 @@ def test_a_training_sitting_records_its_numerics(tmp_path):
     assert sitting["numerics"] == {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": 1,
                                    "flush_denormal": can_flush, "engine": DEFAULT_ENGINE}
     assert provenance.flushes_denormals() is False                  # and flushing stopped with the training
+
+
+def test_host_kind_reads_every_sitting():
+    """One kind where every sitting names the same kernels; mixed across kinds; not recorded where a
+    sitting lacks them; GPU where a sitting ran on CUDA; a record without sittings reads its own CPU."""
+    amd = {"vendor": "AuthenticAMD", "torch_capability": "AVX512"}
+    amd2 = {**amd, "torch_capability": "AVX2"}
+    assert provenance.host_kind({"sittings": [{"cpu": amd}, {"cpu": dict(amd, model="2")}]}) == "AuthenticAMD AVX512"
+    assert provenance.host_kind({"sittings": [{"cpu": amd}, {"cpu": amd2}]}) == "mixed"
+    assert provenance.host_kind({"sittings": [{"cpu": amd}, {"cpu": {"vendor": "AuthenticAMD"}}]}) == "not recorded"
+    assert provenance.host_kind({"sittings": [{"cpu": amd, "device": "cuda"}]}) == "GPU"
+    assert provenance.host_kind({"cpu": amd2}) == "AuthenticAMD AVX2"
+    assert provenance.host_kind({}) == "not recorded"
