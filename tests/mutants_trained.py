@@ -120,6 +120,33 @@ def _branches_never_cut(orig):
     return lambda end_accuracy, gap=0.05: [sorted(end_accuracy, key=end_accuracy.get)] if end_accuracy else []
 
 
+def _design_margin_widened(orig):
+    return {**orig, "margin": 0.03}                             # the code's design drifts from the page's
+
+
+def _budget_deep_250k(orig):
+    return lambda depth: 250_000 if depth == 6 else orig(depth)  # the depth-6 budget below the declared 300k
+
+
+def _best_reading_at_highest(orig):
+    def best_reading(run):
+        c = run["curves"]
+        if "heldout_loss" not in c:
+            return orig(run)
+        flipped = orig({**run, "curves": {**c, "heldout_loss": [-x for x in c["heldout_loss"]]}})
+        return {**flipped, "heldout_loss": -flipped["heldout_loss"]}     # the evaluation of highest loss
+    return best_reading
+
+
+def _evaluations_labelled_by_last_batch(orig):
+    class Ensemble(orig):
+        def evaluate(self, step):
+            super().evaluate(step)
+            if step > 0:
+                self.curves["step"][-1] = step - 1              # the index of the last batch, not the steps done
+    return Ensemble
+
+
 def _paper_reads_default(orig):
     def stored_campaign(experiment, profile="paper", **overrides):
         return orig(experiment, "default" if profile == "paper" else profile, **overrides)
@@ -231,6 +258,15 @@ TRAINED_MUTANTS: list[Mutant] = [
            "(nine evaluations), not the declared 50,000", _reading_40k, ("wu-bias-over-training",)),
     Mutant("best-kept-at-highest", "posbias.training.heldout.BestWeights", "the weights kept at a higher held-out "
            "loss than the lowest", _best_kept_at_highest, ("wu-bias-over-training",), own_cache=True),
+    Mutant("design-margin-widened", "posbias.budget.DESIGN", "the design in the code with a still-moving "
+           "margin of 0.03, not the declared 0.02", _design_margin_widened, ("wu-bias-over-training",)),
+    Mutant("budget-deep-250k", "posbias.budget.budget", "a depth-6 budget of 250,000 iterations, not the "
+           "declared 300,000", _budget_deep_250k, ("wu-bias-over-training",)),
+    Mutant("best-reading-at-highest", "posbias.budget.best_reading", "the secondary reading at the evaluation of "
+           "highest held-out loss", _best_reading_at_highest, ("wu-bias-over-training",)),
+    Mutant("evaluations-labelled-by-last-batch", "posbias.training.loop.Ensemble", "each evaluation labelled with "
+           "the index of its last batch (one less than the iterations done)", _evaluations_labelled_by_last_batch,
+           ("wu-bias-over-training",), own_cache=True),
     Mutant("branches-never-cut", "posbias.budget.branches", "every network of a configuration put in one branch",
            _branches_never_cut, ("wu-bias-over-training",)),
     Mutant("paper-reads-default", "posbias.training.campaigns.stored_campaign", "the committed paper-profile "
