@@ -1,10 +1,12 @@
 """Every chapter declares its parameters once; the parameters cell mirrors them; validation refuses bad input."""
 import ast
+import re
 
 import jupytext
 import pytest
 
 from posbias.chapters import PROFILES, ParamError, chapter_ids, get_chapter
+from posbias.provenance import ROOT
 
 CHAPTERS = chapter_ids()
 
@@ -353,3 +355,15 @@ def test_bare_glue_outputs_finds_the_missing_semicolon():
                               'report.check("n", "c",\n  1, 2, True)', 'report.value("d", 4);  # glued',
                               'report.value("e",\n  5);']) == []
     assert bare_glue_outputs(['report.value("f", 6)  # a comment is no semicolon']) == ['report.value(\'f\', 6)']
+
+
+GLUE_FROM_ANOTHER_PAGE = re.compile(r"\{glue:(?:text|md)\}`([^`]*::[^`]*)`")
+
+
+def test_a_value_glued_from_another_page_names_its_format():
+    """myst-nb splits a glue role's text at its last ':' for a format spec, so ``path::key`` without
+    one reads the key as ``path:`` and the build warns; ``path::key:s`` (or ``:d``, ...) is needed."""
+    pages = sorted((ROOT / "book").glob("*.md")) + sorted((ROOT / "notebooks").glob("*.md"))
+    bare = [f"{p.name}: {m}" for p in pages for m in GLUE_FROM_ANOTHER_PAGE.findall(p.read_text(encoding="utf-8"))
+            if ":" not in m.split("::", 1)[1]]
+    assert not bare, f"glue from another page without a format spec (add ':s'): {bare}"
