@@ -320,6 +320,11 @@ def test_a_unit_trained_under_two_kernel_sets_says_its_numerics_are_not_uniform(
     (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
     assert rec["provenance"]["numerics"]["cpu_capability"] == "AVX512"
     assert rec["provenance"]["numerics_uniform"] is False
+    for f in (tmp_path / "wu-units").glob("*.json"):
+        f.unlink()
+    campaigns.store_unit(u, result, [{"from_step": 0}])     # a sitting from before numerics were recorded
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
+    assert rec["provenance"]["numerics"] is None and "numerics_uniform" not in rec["provenance"]
 
 
 def test_progress_text_names_each_unfinished_ensemble():

@@ -212,6 +212,8 @@ def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[st
     extra = None if result is None else {
         "device": last.get("device") or str(device()),
         **{k: last[k] for k in _WHERE if k in last}, **({"sittings": sittings} if sittings else {}),
+        # the training's numerics, never the storing process's (a campaign driver trains nothing)
+        "numerics": last.get("numerics"),
         # the numerics name a unit's bits only where every sitting trained under the same ones
         **({"numerics_uniform": len(set(kinds)) == 1 and len(kinds) == len(sittings or [])} if kinds else {})}
     return store.cached(UNIT_EXPERIMENT, unit.params(), fresh, version=VERSION, seeds=[unit.seed],
