@@ -33,7 +33,7 @@ NOTEBOOKS = ROOT / "notebooks"
 BASE_PROFILES = ("default", "smoke", "paper")
 #: ``converged`` (train until a stopping rule holds) and ``budget`` (the fixed-budget study) exist only
 #: where a chapter declares them.
-PROFILES = (*BASE_PROFILES, "converged", "budget")
+PROFILES = (*BASE_PROFILES, "converged", "budget", "confirm")
 TYPES = ("int", "float", "bool", "str", "int_list", "float_list", "str_list")
 
 

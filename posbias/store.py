@@ -39,7 +39,7 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 
 __all__ = ["DATA", "MANIFEST", "DataError", "WriteError", "write_error", "cache_dir", "key_of", "cached",
            "checkpoint_dir", "atomic_write", "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest",
-           "verify_data", "locked", "lookup", "result_name", "is_stored", "usable_entry", "file_hash"]
+           "verify_data", "locked", "lookup", "lookup_record", "result_name", "is_stored", "usable_entry", "file_hash"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -392,18 +392,25 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
     """The stored result of ``(experiment, params, version)`` from ``data/`` or the user cache, or
     None; never computes. Same keys and checks as :func:`cached`: a committed file that does not
     verify raises :class:`DataError`; a user-cache entry that does not is None, with a warning."""
+    rec = lookup_record(experiment, params, version=version, device=device)
+    return None if rec is None else rec["result"]
+
+
+def lookup_record(experiment: str, params: dict[str, Any], *, version: int | str = 1,
+                  device: str | None = None) -> dict[str, Any] | None:
+    """The whole stored record (``params``, ``provenance``, ``result``, ...) of :func:`lookup`, or None."""
     from . import report
 
     name = result_name(experiment, params, version, device)
     rec = _read_committed(name)
     if rec is not None:
         report.note_data(_relative(DATA / name), file_hash(DATA / name), "committed")
-        return rec["result"]
+        return rec
     path = cache_dir() / name
     rec = usable_entry(path)
     if rec is not None:
         report.note_data(_relative(path), file_hash(path), "cache")
-        return rec["result"]
+        return rec
     return None
 
 

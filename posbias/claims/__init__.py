@@ -154,14 +154,15 @@ def _check_setting(e: Entry) -> None:
                              f"trains with target slots {u.target_slots}")
 
 
-def load(path: Path | str = REGISTER) -> Register:
-    """Read and validate a register. Refuses (``ValueError``): an unknown quantity or direction, args
-    the quantity does not take, a configuration the campaign lacks, a setting that disagrees with its
-    units, two entries with one id, and two entries with the same quantity and args on the same units
+def load(path: Path | str = REGISTER, *, text: str | None = None) -> Register:
+    """Read and validate a register (the file ``path``, or its ``text`` when given). Refuses
+    (``ValueError``): an unknown quantity or direction, args the quantity does not take, a
+    configuration the campaign lacks, a setting that disagrees with its units, two entries with one
+    id, and two entries with the same quantity and args on the same units
     (one measurement counted twice)."""
     import yaml
 
-    raw = yaml.safe_load(Path(path).read_text())
+    raw = yaml.safe_load(Path(path).read_text() if text is None else text)
     j = raw["judge"]
     judge_ = Judge(float(j["level"]), float(j["convergence"]["share"]),
                    tuple(float(x) for x in j["convergence"]["others"]),
@@ -366,10 +367,11 @@ def _ceiling_group(campaign: str, label: str) -> str:
 
 
 def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[dict | None]]],
-          level: float | None = None, share: float | None = None) -> list[Judged]:
+          level: float | None = None, share: float | None = None, reg: Register | None = None) -> list[Judged]:
     """Judge ``entries`` on ``units`` (campaign -> label -> one stored result or None per seed), with
-    Holm's correction over the entries judged here. ``level`` and ``share`` default to the register's."""
-    reg_judge = register().judge
+    Holm's correction over the entries judged here. ``level``, ``share`` and the shortcut margin are
+    those of ``reg``'s judge (the book's register by default; the frozen one for confirmation)."""
+    reg_judge = (reg or register()).judge
     level = reg_judge.level if level is None else level
     share = reg_judge.share if share is None else share
     ceilings: dict[str, float] = {}

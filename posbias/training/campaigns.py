@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 from .. import store
 from ..model import MemberConfig
 from ..task import TaskConfig, slot_index
-from .units import UNIT_EXPERIMENT, VERSION, Unit, device
+from .units import CONFIRM_TEST_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, device
 
 #: Training settings of the profiles; chapters may override ``seeds`` and ``steps``.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -27,6 +27,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     "budget": {"steps": 500_000, "steps_deep": 300_000, "seeds": [0, 1, 2, 3, 4], "wide_configs": ["decay|2"],
                "wide_seeds": [5, 6, 7, 8, 9], "eval_every": 5000, "n_test": 10000, "n_sweep": 2000,
                "n_sink": 10000, "n_heldout": 10000},
+    # the confirmation campaign (issue 68): the paper's settings on fresh seeds and a fresh test draw,
+    # judged by the register as frozen before any of its networks trained (claims.FROZEN)
+    "confirm": {"steps": 100_000, "seeds": [5, 6, 7, 8, 9], "eval_every": 5000, "n_test": 10000,
+                "n_sweep": 2000, "n_sink": 10000, "test_seed": CONFIRM_TEST_SEED},
 }
 
 #: The configurations of the ``budget`` study, in the order it trains them: the decay mask at depth 2,
@@ -54,7 +58,7 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
                    configs: list[str] | None = None, stop_rule: str | None = None,
                    steps_deep: int | None = None, wide_configs: list[str] | None = None,
                    wide_seeds: list[int] | None = None, n_heldout: int | None = None,
-                   admit: bool = True) -> dict[str, list[Unit]]:
+                   admit: bool = True, test_seed: int = TEST_SEED) -> dict[str, list[Unit]]:
     """The units of a chapter's campaign, grouped by the label of their configuration.
 
     ``wu-fig-2``: unbiased data, no residual, depths x (causal No PE, decay, causal RoPE).
@@ -70,9 +74,14 @@ def campaign_units(experiment: str, *, steps: int, seeds: list[int], eval_every:
     ``n_heldout`` sequences; seeds ``seeds``, and ``wide_seeds`` as well for ``wide_configs``. With
     ``admit``, a (configuration, seed) whose committed ``converged`` record the design admits
     (:func:`posbias.budget.admitted`) is left out: that record is its trajectory.
+    ``test_seed``: the test draw of every unit (:data:`TEST_SEED`, or the confirmation campaign's
+    :data:`CONFIRM_TEST_SEED`; the budget and converged studies keep the fixed one).
     """
     common = dict(steps=steps, eval_every=eval_every, n_test=n_test, n_sweep=n_sweep, n_sink=n_sink,
-                  stop_rule=stop_rule)
+                  stop_rule=stop_rule, test_seed=test_seed)
+    if test_seed != TEST_SEED and experiment in ("wu-converged", "wu-budget"):
+        raise ValueError(f"{experiment} extends the exploratory networks and reads them on the fixed test draw "
+                         f"(test_seed {TEST_SEED}); got {test_seed}")
     N = TaskConfig().n_items
     out: dict[str, list[Unit]] = {}
 
@@ -197,6 +206,11 @@ def lookup(unit: Unit) -> dict[str, Any] | None:
     return store.lookup(UNIT_EXPERIMENT, unit.params(), version=VERSION)
 
 
+def lookup_record(unit: Unit) -> dict[str, Any] | None:
+    """The whole stored record of ``unit`` (its provenance with it), or None; never trains."""
+    return store.lookup_record(UNIT_EXPERIMENT, unit.params(), version=VERSION)
+
+
 def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[str, Any]] | None = None
                ) -> dict[str, Any]:
     """Store ``result`` (fresh from training; None: it must be stored already) as ``unit``'s record, its
@@ -245,7 +259,8 @@ _SETTINGS = ("steps", "seeds", "eval_every", "n_test", "n_sweep", "n_sink")
 
 
 def _settings(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: p[k] for k in _SETTINGS}
+    """The training settings every trained chapter declares, and the test draw where it declares one."""
+    return {k: p[k] for k in _SETTINGS} | ({"test_seed": p["test_seed"]} if "test_seed" in p else {})
 
 
 def _converged(p: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:

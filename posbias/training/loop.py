@@ -17,7 +17,7 @@ from ..provenance import collect
 from ..task import TaskConfig, ensemble_batch, make_task
 from . import checkpoints as ck
 from . import heldout as ho
-from .units import SINK_SEED, Unit, default_threads, device, test_sets
+from .units import Unit, default_threads, device, test_sets
 
 __all__ = ["Ensemble", "flushed_denormals", "set_flush_denormal", "train_units", "tune_allocator"]
 
@@ -141,7 +141,7 @@ class Ensemble:
         self.slots = [u.target_slots for u in units]
         self.net = EnsembleNet([u.config for u in units], self.seeds, u0.depth, n_tokens=cfg.n_tokens).to(dev)
         self.opt = torch.optim.AdamW(self.net.parameters(), lr=u0.lr, weight_decay=u0.weight_decay)
-        self.ic_sets, self.sweeps = test_sets(u0.n_test, u0.n_sweep, cfg)
+        self.ic_sets, self.sweeps = test_sets(u0.n_test, u0.n_sweep, cfg, u0.test_seed)
         self.curves: dict[str, list] = {"step": [], "loss": [], **{name: [] for name in self.ic_sets}}
         # a unit under a budget: the held-out loss and the sweep at every evaluation, the best weights kept
         self.heldout = None if u0.n_heldout is None else ho.heldout_sets(self.tasks, self.seeds, self.slots,
@@ -239,7 +239,8 @@ class Ensemble:
         self.net.eval()
         final = ev.ic_accuracies(self.net, self.tasks, self.ic_sets)
         sweep = ev.sweep_accuracies(self.net, self.tasks, self.sweeps)
-        maps = ev.attention_maps(self.net, self.tasks, self.units[0].n_sink, SINK_SEED)  # (E, depth, n, T, T)
+        u0 = self.units[0]
+        maps = ev.attention_maps(self.net, self.tasks, u0.n_sink, u0.sink_seed)  # (E, depth, n, T, T)
         gaps = ev.gaps(dict(final.items()))
         out = []
         for e, u in enumerate(self.units):

@@ -15,8 +15,12 @@ from ..task import TaskConfig, TestSet, ic_test_sets, sweep_test_sets
 
 UNIT_EXPERIMENT = "wu-units"
 VERSION = 2                 # 2: fused softmax, complex RoPE, O(m^2) class draws (1 gave other roundings)
-TEST_SEED = 20250201        # the fixed test sets shared by every unit
+TEST_SEED = 20250201        # the fixed test sets shared by every unit of the exploratory campaigns
 SINK_SEED = 10**9           # batches for attention maps; far from any training seed
+#: The fresh test draw of the confirmation campaign (the ``confirm`` profile, issue 68): its IC sets,
+#: sweep and attention batches share no sequence with the exploratory ones. Chosen before any
+#: confirmation unit trained (the date of the register's freeze).
+CONFIRM_TEST_SEED = 20261203
 HELDOUT_STEP = 10**9        # the held-out set is the training batch of this step: no run trains that long
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -68,6 +72,16 @@ class Unit:
     #: training distribution of the unit's own task, batch :data:`HELDOUT_STEP`, which no run trains
     #: on), and the weights at the evaluation of lowest held-out loss are kept (the ``budget`` profile).
     n_heldout: int | None = None
+    #: The seed of the test draw: the IC sets (``test_seed``), the sweep (``test_seed + 1``) and the
+    #: attention batches (:attr:`sink_seed`). Always in the key; :data:`TEST_SEED` for every unit of
+    #: the exploratory campaigns, :data:`CONFIRM_TEST_SEED` for the confirmation campaign's.
+    test_seed: int = TEST_SEED
+
+    @property
+    def sink_seed(self) -> int:
+        """The seed of the attention-map batches: :data:`SINK_SEED` on the fixed draw, moved with a
+        fresh draw by the same offset (still far from any training seed)."""
+        return SINK_SEED + (self.test_seed - TEST_SEED)
 
     def params(self) -> dict[str, Any]:
         """The store key: everything the result depends on."""
@@ -75,14 +89,14 @@ class Unit:
                 "target_slots": None if self.target_slots is None else list(self.target_slots),
                 "seed": self.seed, "steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
                 "weight_decay": self.weight_decay, "eval_every": self.eval_every, "n_test": self.n_test,
-                "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": TEST_SEED,
+                "n_sweep": self.n_sweep, "n_sink": self.n_sink, "test_seed": self.test_seed,
                 **({"stop_rule": self.stop_rule} if self.stop_rule is not None else {}),
                 **({"n_heldout": self.n_heldout} if self.n_heldout is not None else {})}
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "Unit":
         """The unit whose :meth:`params` are ``params`` (a stored record's, a checkpoint's). Raises
-        ValueError when they do not round-trip (a field or the fixed test seed changed since)."""
+        ValueError when they do not round-trip (a field changed since)."""
         cfg = MemberConfig(**{f.name: params[f.name] for f in dataclasses.fields(MemberConfig)})
         kw: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -96,15 +110,14 @@ class Unit:
                 kw[f.name] = params[f.name]
         unit = cls(**kw)
         if unit.params() != params:
-            raise ValueError("the stored parameters do not round-trip through Unit (a field or the fixed "
-                             "test seed changed)")
+            raise ValueError("the stored parameters do not round-trip through Unit (a field changed)")
         return unit
 
     def shape_key(self) -> tuple:
         """Units with equal keys can share one ensemble."""
         return (self.depth, self.steps, self.batch_size, self.lr, self.weight_decay, self.eval_every,
                 self.n_test, self.n_sweep, self.n_sink, self.config.rope_base, self.stop_rule,
-                self.n_heldout)
+                self.n_heldout, self.test_seed)
 
     def group_key(self) -> tuple:
         """How campaigns group units into ensembles: by :meth:`shape_key` and PE, so that RoPE and
@@ -118,12 +131,13 @@ class Unit:
 _TEST_CACHE: dict[tuple, Any] = {}
 
 
-def test_sets(n_test: int, n_sweep: int, cfg: TaskConfig) -> tuple[dict[str, TestSet], list[TestSet]]:
+def test_sets(n_test: int, n_sweep: int, cfg: TaskConfig, seed: int = TEST_SEED
+              ) -> tuple[dict[str, TestSet], list[TestSet]]:
     """The six ``IC`` test sets of ``n_test`` sequences and the position sweep of ``n_sweep`` per
-    slot, drawn from :data:`TEST_SEED`: the same for every unit (memoised per process)."""
-    key = (n_test, n_sweep, cfg)
+    slot, drawn from ``seed`` (:data:`TEST_SEED`: the same for every exploratory unit; memoised)."""
+    key = (n_test, n_sweep, cfg, seed)
     if key not in _TEST_CACHE:
-        _TEST_CACHE[key] = (ic_test_sets(n_test, TEST_SEED, cfg), sweep_test_sets(n_sweep, TEST_SEED + 1, cfg))
+        _TEST_CACHE[key] = (ic_test_sets(n_test, seed, cfg), sweep_test_sets(n_sweep, seed + 1, cfg))
     return _TEST_CACHE[key]
 
 

@@ -1,0 +1,195 @@
+"""The confirmation campaign's judge: the register as frozen before any confirmation network trained.
+
+Every rule of ``wu2025.yml`` was written after the networks it judges (seeds 0-4) had been read, so
+its verdicts are exploratory. :func:`freeze` copies the register byte for byte into
+``wu2025.frozen.yml`` with its SHA-256, the time of the freeze and the SHA-256 of the code that
+computes the verdicts; that file is committed before the first confirmation unit trains (the commit
+order and each unit's provenance show it). :func:`judge_confirmatory` judges the frozen register on
+the ``confirm`` profile's networks (seeds 5-9, the paper's settings, a fresh test draw) with Holm over
+the entries judged, and refuses: a register that differs from the frozen one, a frozen file whose
+body no longer matches its hash, and any unit with a seed below :data:`FIRST_SEED`, another test draw,
+or training that began before the freeze.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from . import NOT_YET, REGISTER, Judged, Register, counts, judge, load
+
+__all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
+           "confirmation_units", "judge_confirmatory", "code_changes", "agreement", "live_is_frozen",
+           "confirm_counts"]
+
+FROZEN = REGISTER.with_name("wu2025.frozen.yml")
+#: The first seed of the confirmation networks: no unit with a lower seed enters the column.
+FIRST_SEED = 5
+#: The campaign profile whose units the confirmatory judge reads.
+PROFILE = "confirm"
+#: The code that turns stored units into verdicts, hashed at the freeze (shown when it changed since).
+CODE = ("posbias/claims/__init__.py", "posbias/claims/quantities.py", "posbias/stats.py", "posbias/evaluate.py")
+_ROOT = Path(__file__).resolve().parents[2]
+_MARK = "# --- the register, byte for byte ---\n"
+
+
+class ConfirmationError(ValueError):
+    """A confirmatory verdict was asked of a register or of units the freeze does not allow."""
+
+
+@dataclass(frozen=True)
+class Frozen:
+    """The frozen register: its text and SHA-256, when it was frozen, the test draw and first seed of
+    the networks it judges, and the SHA-256 of each file of :data:`CODE` at the freeze."""
+
+    text: str
+    sha256: str
+    frozen_at: datetime
+    test_seed: int
+    first_seed: int
+    code: dict[str, str]
+
+    def register(self) -> Register:
+        return load(text=self.text)
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _code_hashes() -> dict[str, str]:
+    return {p: hashlib.sha256((_ROOT / p).read_bytes()).hexdigest() for p in CODE}
+
+
+def freeze(path: Path = FROZEN, source: Path = REGISTER, *, now: datetime | None = None) -> Frozen:
+    """Write the frozen copy of ``source`` to ``path`` (atomically); refuses to overwrite one."""
+    from .. import store
+    from ..training.units import CONFIRM_TEST_SEED
+
+    if path.exists():
+        raise ConfirmationError(f"{path} exists: a frozen register is never rewritten; a later register is a "
+                                "new version judged on new networks")
+    text = source.read_text()
+    load(text=text)                                         # a register that does not validate is not frozen
+    when = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+    head = [f"# The claim register {source.name}, frozen for the confirmation campaign (issue 68). Never edit this",
+            "# file: the confirmatory judge refuses it when its body no longer matches the hash below.",
+            f"# sha256: {_sha(text)}",
+            f"# frozen_at: {when.isoformat()}",
+            f"# test_seed: {CONFIRM_TEST_SEED}",
+            f"# first_seed: {FIRST_SEED}"]
+    head += [f"# code: {p} {h}" for p, h in _code_hashes().items()]
+    store.atomic_write_text(path, "\n".join(head) + "\n" + _MARK + text)
+    return frozen(path)
+
+
+def frozen(path: Path = FROZEN) -> Frozen:
+    """The frozen register, checked: its body must match the SHA-256 in its header."""
+    raw = Path(path).read_text()
+    if _MARK not in raw:
+        raise ConfirmationError(f"{path}: not a frozen register (no line {_MARK.strip()!r})")
+    head, text = raw.split(_MARK, 1)
+    meta: dict[str, Any] = {"code": {}}
+    for line in head.splitlines():
+        m = re.match(r"# (sha256|frozen_at|test_seed|first_seed|code): (.+)$", line)
+        if m and m[1] == "code":
+            p, h = m[2].split()
+            meta["code"][p] = h
+        elif m:
+            meta[m[1]] = m[2].strip()
+    if _sha(text) != meta.get("sha256"):
+        raise ConfirmationError(f"{path}: the register below its header no longer matches the SHA-256 it was "
+                                "frozen with; restore it with `git checkout -- posbias/claims/wu2025.frozen.yml`")
+    return Frozen(text, meta["sha256"], datetime.fromisoformat(meta["frozen_at"]), int(meta["test_seed"]),
+                  int(meta["first_seed"]), meta["code"])
+
+
+def code_changes(fz: Frozen | None = None) -> list[str]:
+    """The files of :data:`CODE` whose content differs from the freeze (the verdicts are recomputed by
+    today's code; the register's rules cannot change, the code that applies them can be refactored)."""
+    fz = fz or frozen()
+    now = _code_hashes()
+    return [p for p in CODE if fz.code.get(p) != now[p]]
+
+
+def _started(rec: Mapping[str, Any]) -> datetime:
+    """When the unit's training began: the earliest start over its sittings and its record."""
+    prov = rec.get("provenance", {})
+    times = [s.get("started") for s in prov.get("sittings") or []] + [prov.get("started")]
+    return min(datetime.fromisoformat(t) for t in times if t)
+
+
+def confirmation_units(fz: Frozen, campaigns: Sequence[str], profile: str = PROFILE,
+                       **overrides: Any) -> dict[str, dict[str, list[dict | None]]]:
+    """campaign -> label -> one stored result (or None) per seed of ``profile``'s units, every stored
+    one checked against the freeze. Raises :class:`ConfirmationError` naming each unit with a seed
+    below the frozen first seed, another test draw, or training begun before the freeze."""
+    from ..training.campaigns import lookup_record, units_of
+
+    out: dict[str, dict[str, list[dict | None]]] = {}
+    bad: list[str] = []
+    for c in campaigns:
+        groups = units_of(c, profile, overrides)
+        out[c] = {}
+        for label, us in groups.items():
+            row: list[dict | None] = []
+            for u in us:
+                if u.seed < fz.first_seed:
+                    bad.append(f"{c} {label} seed {u.seed}: below the first confirmation seed {fz.first_seed}")
+                if u.test_seed != fz.test_seed:
+                    bad.append(f"{c} {label} seed {u.seed}: test draw {u.test_seed}, the freeze's is {fz.test_seed}")
+                rec = lookup_record(u)
+                if rec is not None and _started(rec) < fz.frozen_at:
+                    bad.append(f"{c} {label} seed {u.seed}: trained from {_started(rec).isoformat()}, before the "
+                               f"freeze ({fz.frozen_at.isoformat()})")
+                row.append(None if rec is None else rec["result"])
+            out[c][label] = row
+    if bad:
+        raise ConfirmationError("no confirmatory verdict on units the freeze does not allow:\n  " + "\n  ".join(bad))
+    return out
+
+
+def judge_confirmatory(reg: Register | str | None = None, *, path: Path = FROZEN, profile: str = PROFILE,
+                       **overrides: Any) -> list[Judged]:
+    """Every entry of the frozen register judged on the confirmation networks (stored ones only;
+    nothing trains), Holm over the entries judged. ``reg`` (a register's text, or a :class:`Register`)
+    is the register the caller means to judge with: refused unless it is the frozen one."""
+    fz = frozen(path)
+    frozen_reg = fz.register()
+    if reg is not None:
+        same = _sha(reg) == fz.sha256 if isinstance(reg, str) else reg == frozen_reg
+        if not same:
+            raise ConfirmationError("this register differs from the one frozen for the confirmation campaign "
+                                    f"(sha256 {fz.sha256[:12]}); a confirmatory verdict is given by the frozen "
+                                    "register only, and a new register is judged on new networks")
+    units = confirmation_units(fz, list(dict.fromkeys(e.campaign for e in frozen_reg.entries)), profile, **overrides)
+    return judge(frozen_reg.entries, units, reg=frozen_reg)
+
+
+def agreement(exploratory: Sequence[Judged], confirmatory: Sequence[Judged]) -> list[dict[str, Any]]:
+    """Per claim id of the frozen register: the exploratory verdict (after Holm over the book's
+    register), the confirmatory one (after Holm over the entries judged) and whether they agree
+    (``None`` while the confirmatory one is not yet given, or the claim left the book's register)."""
+    ex = {j.entry.id: j.holm for j in exploratory}
+    rows = []
+    for j in confirmatory:
+        e = ex.get(j.entry.id)
+        rows.append({"claim": j.entry.id, "figure": j.entry.figure, "exploratory": e or "(not in the register)",
+                     "confirmatory": j.holm,
+                     "agree": None if j.holm == NOT_YET or e is None else e == j.holm})
+    return rows
+
+
+def live_is_frozen(fz: Frozen | None = None) -> bool:
+    """Is the book's register (``wu2025.yml``) still the frozen one?"""
+    fz = fz or frozen()
+    return _sha(REGISTER.read_text()) == fz.sha256
+
+
+def confirm_counts(judged: Sequence[Judged]) -> dict[str, int]:
+    """:func:`posbias.claims.counts` after Holm, for the confirmatory column."""
+    return counts(judged, True)
+

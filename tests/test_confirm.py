@@ -1,0 +1,151 @@
+"""The confirmatory judge (posbias/claims/confirm.py): the frozen register only, fresh seeds only,
+units trained after the freeze only; and the committed freeze precedes every confirmation unit."""
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import torch
+
+from posbias import claims
+from posbias.claims import confirm
+from posbias.training import campaigns
+from posbias.training.units import CONFIRM_TEST_SEED, SINK_SEED, TEST_SEED, Unit
+
+from test_claims import _seeds
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def frozen_copy(tmp_path):
+    """A freeze of today's register in a temporary file, dated an hour ago."""
+    path = tmp_path / "frozen.yml"
+    return path, confirm.freeze(path, now=datetime.now(timezone.utc) - timedelta(hours=1))
+
+
+def _fake_lookup(units_by_seed, started):
+    """A ``lookup_record`` that returns, for a unit of wu-fig-2's No PE|2 and decay|2, the synthetic
+    unit of its seed with a provenance whose training began at ``started``; None for every other unit."""
+    def lookup_record(u: Unit):
+        label = "decay|2" if u.config.mask == "decay" else ("No PE|2" if u.config.pe == "none" else None)
+        if u.depth != 2 or label is None or u.target_slots is not None or u.config.residual:
+            return None
+        res = dict(units_by_seed[label][u.seed - 5])
+        res["params"] = {**u.params(), **res["params"]}
+        return {"params": u.params(), "result": res,
+                "provenance": {"started": started.isoformat(), "sittings": [{"started": started.isoformat()}]}}
+    return lookup_record
+
+
+def test_the_frozen_copy_round_trips_and_is_never_rewritten(frozen_copy):
+    path, fz = frozen_copy
+    assert fz.text == claims.REGISTER.read_text() and fz.register() == claims.register()
+    assert fz.test_seed == CONFIRM_TEST_SEED and fz.first_seed == 5
+    with pytest.raises(confirm.ConfirmationError, match="never rewritten"):
+        confirm.freeze(path)
+
+
+def test_an_edited_frozen_register_is_refused(frozen_copy):
+    path, _ = frozen_copy
+    path.write_text(path.read_text().replace("level: 0.05", "level: 0.10"))
+    with pytest.raises(confirm.ConfirmationError, match="no longer matches"):
+        confirm.frozen(path)
+
+
+def test_a_register_that_differs_from_the_frozen_one_gets_no_confirmatory_verdict(frozen_copy):
+    path, fz = frozen_copy
+    changed = fz.text.replace("level: 0.05", "level: 0.10")
+    with pytest.raises(confirm.ConfirmationError, match="differs from the one frozen"):
+        confirm.judge_confirmatory(changed, path=path)
+    other = claims.load(text=changed)
+    with pytest.raises(confirm.ConfirmationError, match="differs from the one frozen"):
+        confirm.judge_confirmatory(other, path=path)
+    assert all(j.holm == claims.NOT_YET for j in confirm.judge_confirmatory(fz.text, path=path))
+
+
+def test_seeds_below_five_and_other_test_draws_never_enter(frozen_copy):
+    path, _ = frozen_copy
+    with pytest.raises(confirm.ConfirmationError, match="seed 4: below the first confirmation seed 5"):
+        confirm.judge_confirmatory(path=path, seeds=[4, 5, 6, 7, 8])
+    with pytest.raises(confirm.ConfirmationError, match=f"test draw {TEST_SEED}"):
+        confirm.judge_confirmatory(path=path, test_seed=TEST_SEED)
+
+
+def test_units_trained_before_the_freeze_are_refused_and_after_it_judged(frozen_copy, monkeypatch):
+    """Synthetic confirmation units with a known effect (the decay mask lowers No PE's first-last gap
+    by 0.10): refused when their training began before the freeze, and judged, with the verdict the
+    exploratory judge gives the same units, when it began after."""
+    path, fz = frozen_copy
+    units = {"No PE|2": _seeds(0.10), "decay|2": _seeds(0.0)}
+    monkeypatch.setattr(campaigns, "lookup_record", _fake_lookup(units, fz.frozen_at - timedelta(minutes=1)))
+    with pytest.raises(confirm.ConfirmationError, match="before the freeze"):
+        confirm.judge_confirmatory(path=path)
+    monkeypatch.setattr(campaigns, "lookup_record", _fake_lookup(units, fz.frozen_at + timedelta(minutes=1)))
+    got = confirm.confirmation_units(fz, ["wu-fig-2"])
+    assert got["wu-fig-2"]["No PE|4"] == [None] * 5
+    assert got["wu-fig-2"]["decay|2"][0]["gaps"] == units["decay|2"][0]["gaps"]
+    frozen_reg = fz.register()
+    pick = [e for e in frozen_reg.entries if e.id in ("fig2-decay-reduces-2", "fig2-depth-nope-first-middle")]
+    js = {j.entry.id: j for j in claims.judge(pick, got, reg=frozen_reg)}
+    j = js["fig2-decay-reduces-2"]
+    assert j.status == "reproduced" and j.mean == pytest.approx(0.10, abs=1e-12) and j.n_runs == 5
+    assert js["fig2-depth-nope-first-middle"].holm == claims.NOT_YET       # depth 4 and 6 are not stored
+
+
+def test_agreement_compares_verdicts_after_holm():
+    reg = claims.register()
+    e1, e2, e3 = reg.entries[:3]
+    ex = [claims.Judged(e1, "reproduced", "reproduced"), claims.Judged(e2, "inconclusive", "inconclusive")]
+    co = [claims.Judged(e1, "reproduced", "reproduced"), claims.Judged(e2, "reproduced", "contradicted"),
+          claims.Judged(e3, claims.NOT_YET, claims.NOT_YET)]
+    rows = confirm.agreement(ex, co)
+    assert [r["agree"] for r in rows] == [True, False, None]
+    assert rows[2]["exploratory"] == "(not in the register)"
+
+
+def test_a_confirmation_unit_draws_fresh_test_sequences():
+    """The confirm profile's units: seeds 5-9, the fresh test draw (another key, other IC sets, sweep and
+    attention batches), the paper's settings; the exploratory units keep their keys and draws."""
+    from posbias.task import TaskConfig
+    from posbias.training.units import test_sets
+
+    paper = campaigns.units_of("wu-fig-2", "paper", {})["No PE|2"][0]
+    conf = campaigns.units_of("wu-fig-2", "confirm", {})["No PE|2"][0]
+    assert paper.params()["test_seed"] == TEST_SEED and paper.sink_seed == SINK_SEED
+    assert conf.test_seed == CONFIRM_TEST_SEED and conf.sink_seed != SINK_SEED and conf.seed == 5
+    assert {k: v for k, v in conf.params().items() if k not in ("seed", "test_seed")} == \
+        {k: v for k, v in paper.params().items() if k not in ("seed", "test_seed")}
+    assert Unit.from_params(conf.params()) == conf and conf.shape_key() != paper.shape_key()
+    cfg = TaskConfig()
+    (ic0, sw0), (ic1, sw1) = test_sets(16, 8, cfg), test_sets(16, 8, cfg, CONFIRM_TEST_SEED)
+    name = sorted(ic0)[0]
+    assert not torch.equal(ic0[name].items, ic1[name].items) and not torch.equal(sw0[0].items, sw1[0].items)
+    assert torch.equal(ic0[name].items, test_sets(16, 8, cfg, TEST_SEED)[0][name].items)
+    with pytest.raises(ValueError, match="fixed test draw"):
+        campaigns.units_of("wu-budget", "budget", {"test_seed": CONFIRM_TEST_SEED})
+
+
+def test_the_committed_freeze_precedes_every_confirmation_unit():
+    """The committed frozen register verifies, and every committed confirmation unit trained after it:
+    the judge accepts them (no refusal), and where git history is here, the commit that added the
+    frozen file is an ancestor of every commit a confirmation unit records."""
+    fz = confirm.frozen()
+    assert fz.first_seed == 5 and fz.test_seed == CONFIRM_TEST_SEED
+    confirm.judge_confirmatory()                                # raises on a unit the freeze does not allow
+    git = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "posbias/claims/wu2025.frozen.yml"],
+                         cwd=ROOT, capture_output=True, text=True)
+    if git.returncode != 0 or not git.stdout.strip():
+        pytest.skip("no git history here to order the freeze and the units")
+    freeze_commit = git.stdout.split()[-1]
+    commits = set()
+    for c in ("wu-fig-2", "wu-fig-5", "wu-fig-6"):
+        for us in campaigns.units_of(c, "confirm", {}).values():
+            for u in us:
+                rec = campaigns.lookup_record(u)
+                for s in (rec or {}).get("provenance", {}).get("sittings") or []:
+                    if (s.get("git") or {}).get("commit"):
+                        commits.add(s["git"]["commit"])
+    for c in commits:
+        anc = subprocess.run(["git", "merge-base", "--is-ancestor", freeze_commit, c], cwd=ROOT)
+        assert anc.returncode == 0, f"a confirmation unit trained at {c}, which does not descend from the freeze"
