@@ -42,6 +42,10 @@ def test_the_frozen_copy_round_trips_and_is_never_rewritten(frozen_copy):
     path, fz = frozen_copy
     assert fz.text == claims.REGISTER.read_text() and fz.register() == claims.register()
     assert fz.test_seed == CONFIRM_TEST_SEED and fz.first_seed == 5
+    assert fz.seen == {"wu-fig-2 decay|2": (5, 6, 7, 8, 9)}
+    e = next(e for e in fz.register().entries if e.id == "fig2-decay-reduces-2")
+    assert fz.partly_seen(e) == ["decay|2"]
+    assert fz.partly_seen(next(e for e in fz.register().entries if e.campaign == "wu-fig-6")) == []
     with pytest.raises(confirm.ConfirmationError, match="never rewritten"):
         confirm.freeze(path)
 
@@ -99,8 +103,9 @@ def test_agreement_compares_verdicts_after_holm():
     ex = [claims.Judged(e1, "reproduced", "reproduced"), claims.Judged(e2, "inconclusive", "inconclusive")]
     co = [claims.Judged(e1, "reproduced", "reproduced"), claims.Judged(e2, "reproduced", "contradicted"),
           claims.Judged(e3, claims.NOT_YET, claims.NOT_YET)]
-    rows = confirm.agreement(ex, co)
+    rows = confirm.agreement(ex, co, seen=lambda e: ["decay|2"] if e is e2 else [])
     assert [r["agree"] for r in rows] == [True, False, None]
+    assert [r["partly seen"] for r in rows] == ["", "decay|2", ""]
     assert rows[2]["exploratory"] == "(not in the register)"
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import NOT_YET, REGISTER, Judged, Register, counts, judge, load
+from . import NOT_YET, REGISTER, Entry, Judged, Register, counts, judge, load
 
 __all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
            "confirmation_units", "judge_confirmatory", "code_changes", "agreement", "live_is_frozen",
@@ -32,6 +32,12 @@ FIRST_SEED = 5
 PROFILE = "confirm"
 #: The code that turns stored units into verdicts, hashed at the freeze (shown when it changed since).
 CODE = ("posbias/claims/__init__.py", "posbias/claims/quantities.py", "posbias/stats.py", "posbias/evaluate.py")
+#: Confirmation networks that exist already, read, outside the campaign: the fixed-budget study
+#: (issue 67) trained decay|2 with seeds 5-9 from the same weights and batches, and its evaluations at
+#: 100,000 iterations (on the exploratory test draw) were read before the freeze. The confirm units of
+#: these configurations are the same networks, measured on a fresh draw: an entry resting on them is
+#: marked "partly seen" in the confirmatory column, declared here before any confirmation unit trained.
+SEEN = {"wu-fig-2": {"decay|2": (5, 6, 7, 8, 9)}}
 _ROOT = Path(__file__).resolve().parents[2]
 _MARK = "# --- the register, byte for byte ---\n"
 
@@ -51,9 +57,14 @@ class Frozen:
     test_seed: int
     first_seed: int
     code: dict[str, str]
+    seen: dict[str, tuple[int, ...]]
 
     def register(self) -> Register:
         return load(text=self.text)
+
+    def partly_seen(self, entry: Entry) -> list[str]:
+        """The configurations of ``entry`` whose confirmation networks were read before the freeze."""
+        return [c for c in entry.configs if f"{entry.campaign} {c}" in self.seen]
 
 
 def _sha(text: str) -> str:
@@ -82,6 +93,7 @@ def freeze(path: Path = FROZEN, source: Path = REGISTER, *, now: datetime | None
             f"# test_seed: {CONFIRM_TEST_SEED}",
             f"# first_seed: {FIRST_SEED}"]
     head += [f"# code: {p} {h}" for p, h in _code_hashes().items()]
+    head += [f"# seen: {c} {label} {','.join(map(str, seeds))}" for c, g in SEEN.items() for label, seeds in g.items()]
     store.atomic_write_text(path, "\n".join(head) + "\n" + _MARK + text)
     return frozen(path)
 
@@ -92,19 +104,22 @@ def frozen(path: Path = FROZEN) -> Frozen:
     if _MARK not in raw:
         raise ConfirmationError(f"{path}: not a frozen register (no line {_MARK.strip()!r})")
     head, text = raw.split(_MARK, 1)
-    meta: dict[str, Any] = {"code": {}}
+    meta: dict[str, Any] = {"code": {}, "seen": {}}
     for line in head.splitlines():
-        m = re.match(r"# (sha256|frozen_at|test_seed|first_seed|code): (.+)$", line)
+        m = re.match(r"# (sha256|frozen_at|test_seed|first_seed|code|seen): (.+)$", line)
         if m and m[1] == "code":
             p, h = m[2].split()
             meta["code"][p] = h
+        elif m and m[1] == "seen":
+            c, label, seeds = m[2].split()
+            meta["seen"][f"{c} {label}"] = tuple(int(x) for x in seeds.split(","))
         elif m:
             meta[m[1]] = m[2].strip()
     if _sha(text) != meta.get("sha256"):
         raise ConfirmationError(f"{path}: the register below its header no longer matches the SHA-256 it was "
                                 "frozen with; restore it with `git checkout -- posbias/claims/wu2025.frozen.yml`")
     return Frozen(text, meta["sha256"], datetime.fromisoformat(meta["frozen_at"]), int(meta["test_seed"]),
-                  int(meta["first_seed"]), meta["code"])
+                  int(meta["first_seed"]), meta["code"], meta["seen"])
 
 
 def code_changes(fz: Frozen | None = None) -> list[str]:
@@ -169,16 +184,17 @@ def judge_confirmatory(reg: Register | str | None = None, *, path: Path = FROZEN
     return judge(frozen_reg.entries, units, reg=frozen_reg)
 
 
-def agreement(exploratory: Sequence[Judged], confirmatory: Sequence[Judged]) -> list[dict[str, Any]]:
+def agreement(exploratory: Sequence[Judged], confirmatory: Sequence[Judged], seen=None) -> list[dict[str, Any]]:
     """Per claim id of the frozen register: the exploratory verdict (after Holm over the book's
-    register), the confirmatory one (after Holm over the entries judged) and whether they agree
-    (``None`` while the confirmatory one is not yet given, or the claim left the book's register)."""
+    register), the confirmatory one (after Holm over the entries judged), the configurations read
+    before the freeze (``seen``: :meth:`Frozen.partly_seen`) and whether the verdicts agree (``None``
+    while the confirmatory one is not yet given, or the claim left the book's register)."""
     ex = {j.entry.id: j.holm for j in exploratory}
     rows = []
     for j in confirmatory:
         e = ex.get(j.entry.id)
         rows.append({"claim": j.entry.id, "figure": j.entry.figure, "exploratory": e or "(not in the register)",
-                     "confirmatory": j.holm,
+                     "confirmatory": j.holm, "partly seen": ", ".join(seen(j.entry)) if seen else "",
                      "agree": None if j.holm == NOT_YET or e is None else e == j.holm})
     return rows
 
