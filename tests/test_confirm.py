@@ -154,3 +154,15 @@ def test_the_committed_freeze_precedes_every_confirmation_unit():
     for c in commits:
         anc = subprocess.run(["git", "merge-base", "--is-ancestor", freeze_commit, c], cwd=ROOT)
         assert anc.returncode == 0, f"a confirmation unit trained at {c}, which does not descend from the freeze"
+
+
+def test_the_plan_prices_each_new_unit_once_at_its_depths_pace():
+    """At 10 ms per member-step everywhere a 100,000-step unit costs 1,000 s: Figure 2's 45 units are
+    12.5 core-hours; Figure 5's five are Figure 2's (none new, 0 h); Figure 6 adds 30 (8.3 h)."""
+    bench = {"depths": {str(d): {"ensemble_step_s": 0.15, "members": 15} for d in (2, 4, 6)}}
+    rows = {r["campaign"]: r for r in confirm.plan(bench)}
+    assert (rows["wu-fig-2"]["units"], rows["wu-fig-2"]["new units"], rows["wu-fig-2"]["core-hours"]) == (45, 45, 12.5)
+    assert (rows["wu-fig-5"]["new units"], rows["wu-fig-5"]["core-hours"]) == (0, 0)
+    assert (rows["wu-fig-6"]["units"], rows["wu-fig-6"]["new units"], rows["wu-fig-6"]["core-hours"]) == (35, 30, 8.3)
+    with pytest.raises(ValueError, match="no pace at depth"):
+        confirm.plan({"depths": {"2": {"ensemble_step_s": 0.15, "members": 15}}})

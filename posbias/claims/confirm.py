@@ -13,6 +13,7 @@ or training that began before the freeze.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,7 +24,7 @@ from . import NOT_YET, REGISTER, Entry, Judged, Register, counts, judge, load
 
 __all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
            "confirmation_units", "judge_confirmatory", "code_changes", "agreement", "live_is_frozen",
-           "confirm_counts"]
+           "confirm_counts", "CAMPAIGNS", "plan"]
 
 FROZEN = REGISTER.with_name("wu2025.frozen.yml")
 #: The first seed of the confirmation networks: no unit with a lower seed enters the column.
@@ -209,3 +210,33 @@ def confirm_counts(judged: Sequence[Judged]) -> dict[str, int]:
     """:func:`posbias.claims.counts` after Holm, for the confirmatory column."""
     return counts(judged, True)
 
+
+
+#: The campaigns the confirmation trains, in the order planned: Figure 2, then Appendix K.2 (Figure 5's
+#: networks are Figure 2's depth-2 No PE ones; Figure 6 adds windows and prefixes), then, if the
+#: core-hours allow, Figures 3 and 4.
+CAMPAIGNS = ("wu-fig-2", "wu-fig-5", "wu-fig-6", "wu-fig-3", "wu-fig-4")
+
+
+def plan(bench: Mapping[str, Any], profile: str = PROFILE) -> list[dict[str, Any]]:
+    """The confirmation campaign's plan at a measured pace: one row per campaign of :data:`CAMPAIGNS`
+    with its units, those new (not in an earlier campaign of the list), the depths, and the core-hours
+    of their training steps at ``bench``'s milliseconds per member-step (a ``train_throughput.py``
+    result: each depth's campaign-packed ensemble step over its members; evaluations not counted)."""
+    from ..training.campaigns import distinct, units_of
+
+    ms = {int(d): 1000 * r["ensemble_step_s"] / r["members"] for d, r in bench["depths"].items()}
+    seen: set[str] = set()
+    rows = []
+    for c in CAMPAIGNS:
+        us = distinct(units_of(c, profile, {}))
+        new = [u for u in us if json.dumps(u.params(), sort_keys=True) not in seen]
+        seen |= {json.dumps(u.params(), sort_keys=True) for u in us}
+        missing = sorted({u.depth for u in new} - set(ms))
+        if missing:
+            raise ValueError(f"the benchmark has no pace at depth(s) {missing}; run train_throughput.py --depths ...")
+        hours = sum(u.steps * ms[u.depth] / 1000 / 3600 for u in new)
+        rows.append({"campaign": c, "units": len(us), "new units": len(new),
+                     "depths": ", ".join(str(d) for d in sorted({u.depth for u in us})),
+                     "core-hours": round(hours, 1)})
+    return rows
