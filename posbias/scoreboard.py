@@ -1,13 +1,14 @@
 """The reproduction scoreboard: the claim register (:mod:`posbias.claims`) judged on the committed
 paper-profile units (100,000 iterations, 5 seeds, the paper's test-set sizes), with Holm's correction
-over the whole register, and the convergence of the networks each claim rests on beside its verdict.
+over the whole register, and the convergence of the networks each claim rests on beside its verdict;
+beside it the confirmatory column, the frozen register judged on fresh networks (:mod:`posbias.claims.confirm`).
 
 Nothing here builds a claim or trains: the entries, their settings and the judge are the register's.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,6 +27,15 @@ class Scoreboard:
     judged: tuple[claims.Judged, ...]
     units_committed: int = 0
     units_needed: int = 0
+    #: The frozen register judged on the confirmation networks (:func:`posbias.claims.confirm.judge_confirmatory`)
+    confirmatory: tuple[claims.Judged, ...] = ()
+    #: The confirmation networks the frozen register's settings need, and of those committed
+    confirm_committed: int = 0
+    confirm_needed: int = 0
+    #: Configurations of each entry read before the freeze (:meth:`~posbias.claims.confirm.Frozen.partly_seen`)
+    partly_seen: dict[str, list[str]] = field(default_factory=dict)
+    #: Per figure: (confirmation networks committed, needed) for the frozen register's entries of it
+    confirm_units: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def totals(self, holm: bool = True) -> dict[str, int]:
         """Entries per status, after Holm's correction over the register (``holm``) or by t alone."""
@@ -111,6 +121,75 @@ class Scoreboard:
                              "why": _new_why(j)})
         return pd.DataFrame(rows, columns=["claim", "first pass", "second pass", "why"])
 
+    def confirm_table(self):
+        """Every entry of the frozen register: figure, exploratory verdict (seeds 0-4, after Holm over
+        the register), confirmatory verdict (seeds 5-9, after Holm over the entries judged), the
+        configurations read before the freeze, and whether the two verdicts agree."""
+        import pandas as pd
+        from .claims import confirm
+
+        rows = confirm.agreement(self.judged, self.confirmatory, seen=lambda e: self.partly_seen.get(e.id, []))
+        for r in rows:
+            r["agree"] = "" if r["agree"] is None else ("yes" if r["agree"] else "no")
+        return pd.DataFrame(rows, columns=["claim", "figure", "exploratory", "confirmatory", "partly seen", "agree"])
+
+    def confirm_figure_table(self):
+        """Per figure: the claims, those judged on confirmation networks, the confirmatory verdicts
+        after Holm, the exploratory verdicts of the same claims, and how many of them agree."""
+        import pandas as pd
+
+        ex = {j.entry.id: j for j in self.judged}
+        rows = []
+        for fig in dict.fromkeys(j.entry.figure for j in self.confirmatory):
+            cs = [j for j in self.confirmatory if j.entry.figure == fig]
+            done = [j for j in cs if j.holm != claims.NOT_YET]
+            h = claims.counts(done, True)
+            e = claims.counts([ex[j.entry.id] for j in done if j.entry.id in ex], True)
+            rows.append({"figure": fig, "claims": len(cs), "judged": len(done),
+                         **{f"{st} (confirmatory)": h[st] for st in claims.STATUSES[:3]},
+                         **{f"{st} (exploratory)": e[st] for st in claims.STATUSES[:3]},
+                         "agree": sum(j.entry.id in ex and ex[j.entry.id].holm == j.holm for j in done)})
+        return pd.DataFrame(rows)
+
+    def disagreements(self, figure: str) -> list[str]:
+        """The claims of ``figure`` whose confirmatory and exploratory verdicts (after Holm) differ, each
+        as ``"<id> (exploratory <v>, confirmatory <v>)"``."""
+        ex = {j.entry.id: j.holm for j in self.judged}
+        return [f"{j.entry.id} (exploratory {ex[j.entry.id]}, confirmatory {j.holm})" for j in self.confirmatory
+                if j.entry.figure == figure and j.holm != claims.NOT_YET and j.entry.id in ex
+                and ex[j.entry.id] != j.holm]
+
+    def confirm_words(self, figure: str) -> str:
+        """What the confirmation says of one figure, for its chapter's takeaway: how many of its claims
+        the frozen register has judged on fresh networks, their verdicts after Holm, and every claim whose
+        confirmatory verdict differs from the exploratory one (or that none does)."""
+        cs = [j for j in self.confirmatory if j.entry.figure == figure]
+        done = [j for j in cs if j.holm != claims.NOT_YET]
+        have, need = self.confirm_units.get(figure, (0, 0))
+        if not done:
+            return (f"no claim of {figure} is judged on them yet ({have} of the {need} confirmation networks its "
+                    "claims need are committed)")
+        h = claims.counts(done, True)
+        differ = self.disagreements(figure)
+        return (f"{len(done)} of {figure}'s {len(cs)} claims are judged on them: {h['reproduced']} reproduced, "
+                f"{h['contradicted']} contradicted, {h['inconclusive']} inconclusive; "
+                + ("the verdicts that differ from the exploratory ones: " + "; ".join(differ) if differ
+                   else "every verdict agrees with the exploratory one"))
+
+    def confirm_phrase(self) -> str:
+        """The front page's lead: the confirmatory counts and the figures they cover, or how far the
+        confirmation campaign is while no entry is judged yet."""
+        done = [j for j in self.confirmatory if j.holm != claims.NOT_YET]
+        if not done:
+            return (f"none yet: {self.confirm_committed} of the {self.confirm_needed} confirmation networks are "
+                    "committed (Figure 2 trains first, then Appendix K.2's Figures 5 and 6)")
+        h = claims.counts(done, True)
+        figs = list(dict.fromkeys(j.entry.figure for j in done))
+        seen = sum(bool(self.partly_seen.get(j.entry.id)) for j in done)
+        return (f"{h['reproduced']} of {len(done)} claims judged so far reproduced, {h['contradicted']} contradicted, "
+                f"{h['inconclusive']} inconclusive (on {', '.join(figs)}; {len(self.confirmatory) - len(done)} "
+                f"claims wait for networks; {seen} of the judged rest partly on networks read before the freeze)")
+
     def summary(self) -> dict[str, Any]:
         """Counts for prose and the front page: ``total``; ``holm_<status>`` (after Holm over the
         register) and ``t_<status>`` (t alone), statuses with ``_`` for spaces; ``tested`` (entries
@@ -125,6 +204,14 @@ class Scoreboard:
                    tested=sum(j.status != claims.NOT_YET for j in self.judged),
                    not_converged=sum(j.converged is False for j in self.judged), n_figures=len(self.figures()),
                    units_committed=self.units_committed, units_needed=self.units_needed)
+        done = [j for j in self.confirmatory if j.holm != claims.NOT_YET]
+        c = claims.counts(done, True)
+        out.update({f"conf_{st.replace(' ', '_')}": c[st] for st in claims.STATUSES[:3]})
+        ex = {j.entry.id: j.holm for j in self.judged}
+        out.update(conf_claims=len(self.confirmatory), conf_judged=len(done),
+                   conf_agree=sum(ex.get(j.entry.id) == j.holm for j in done),
+                   conf_units_committed=self.confirm_committed, conf_units_needed=self.confirm_needed,
+                   conf_lead=self.confirm_phrase())
         return out
 
 
@@ -199,15 +286,31 @@ def build(profile: str = "paper") -> Scoreboard:
     committed data and the user cache, nothing trains."""
     from .training.campaigns import stored, units_of
 
+    from .claims import confirm
+
     judged = claims.judge_register(profile)
-    needed: dict[str, Any] = {}
-    for e in claims.register().entries:
-        groups = units_of(e.campaign, profile, {})
-        for c in e.configs:
-            for u in groups[c]:
-                needed[json.dumps(u.params(), sort_keys=True)] = u
-    return Scoreboard(tuple(judged), units_committed=sum(stored(u) for u in needed.values()),
-                      units_needed=len(needed))
+
+    def needed(entries, prof: str) -> list[Any]:
+        out: dict[str, Any] = {}
+        for e in entries:
+            groups = units_of(e.campaign, prof, {})
+            for c in e.configs:
+                for u in groups[c]:
+                    out[json.dumps(u.params(), sort_keys=True)] = u
+        return list(out.values())
+
+    fz = confirm.frozen()
+    frozen_entries = fz.register().entries
+    paper, conf = needed(claims.register().entries, profile), needed(frozen_entries, confirm.PROFILE)
+    by_figure = {}
+    for fig in dict.fromkeys(e.figure for e in frozen_entries):
+        us = needed([e for e in frozen_entries if e.figure == fig], confirm.PROFILE)
+        by_figure[fig] = (sum(stored(u) for u in us), len(us))
+    return Scoreboard(tuple(judged), units_committed=sum(stored(u) for u in paper), units_needed=len(paper),
+                      confirmatory=tuple(confirm.judge_confirmatory()),
+                      confirm_committed=sum(stored(u) for u in conf), confirm_needed=len(conf),
+                      partly_seen={e.id: fz.partly_seen(e) for e in frozen_entries if fz.partly_seen(e)},
+                      confirm_units=by_figure)
 
 
 # --------------------------------------------------------------------------- the front page's figure

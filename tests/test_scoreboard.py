@@ -81,3 +81,49 @@ def test_no_page_says_the_rules_came_before_the_data():
     wrong = ("before it was run", "fixed in advance", "chosen before the verdicts", "written before the verdicts")
     said = [(p.name, w) for p in pages for w in wrong if w in p.read_text()]
     assert said == []
+
+
+def _judged(entry, holm):
+    return claims.Judged(entry, holm, holm)
+
+
+def test_the_confirmatory_column_names_what_differs_and_counts_the_judged_only():
+    """A board with two Figure 2 claims judged on fresh networks (one agrees, one does not), the rest
+    not yet: the figure's words name the one that differs, the counts are of the two judged only."""
+    reg = claims.register()
+    f2 = reg.select(figure="Figure 2")
+    a, b, rest = f2[0], f2[1], f2[2:]
+    ex = [_judged(a, "reproduced"), _judged(b, "inconclusive")] + [_judged(e, "inconclusive") for e in rest]
+    co = [_judged(a, "reproduced"), _judged(b, "contradicted")] + [_judged(e, claims.NOT_YET) for e in rest]
+    board = sb.Scoreboard(tuple(ex), confirmatory=tuple(co), confirm_committed=15, confirm_needed=45,
+                          partly_seen={b.id: ["decay|2"]}, confirm_units={"Figure 2": (15, 45)})
+    words = board.confirm_words("Figure 2")
+    assert words.startswith(f"2 of Figure 2's {len(f2)} claims are judged on them: 1 reproduced, 1 contradicted, "
+                            "0 inconclusive")
+    assert board.disagreements("Figure 2") == [f"{b.id} (exploratory inconclusive, confirmatory contradicted)"]
+    assert b.id in words and a.id not in words
+    assert "1 of the judged rest partly on networks read before the freeze" in board.confirm_phrase()
+    row = board.confirm_figure_table().iloc[0]
+    assert (row["judged"], row["reproduced (confirmatory)"], row["contradicted (confirmatory)"], row["agree"]) == \
+        (2, 1, 1, 1)
+    assert row["inconclusive (exploratory)"] == 1
+    s = board.summary()
+    assert (s["conf_judged"], s["conf_reproduced"], s["conf_contradicted"], s["conf_agree"]) == (2, 1, 1, 1)
+    empty = sb.Scoreboard(tuple(ex), confirmatory=tuple(_judged(e, claims.NOT_YET) for e in f2),
+                          confirm_needed=45, confirm_units={"Figure 2": (0, 45)})
+    assert empty.confirm_words("Figure 2") == ("no claim of Figure 2 is judged on them yet (0 of the 45 "
+                                               "confirmation networks its claims need are committed)")
+    assert empty.confirm_phrase().startswith("none yet: 0 of the 45 confirmation networks are committed")
+
+
+def test_the_board_judges_the_frozen_register_on_confirmation_networks_only(board):
+    from posbias.claims import confirm
+
+    fz = confirm.frozen()
+    assert [j.entry.id for j in board.confirmatory] == [e.id for e in fz.register().entries]
+    assert board.confirm_needed == board.units_needed == 195          # the same design on seeds 5-9
+    assert board.confirm_units["Figure 2"][1] == 45 and board.confirm_units["Figure 5"][1] == 5
+    tab = board.confirm_table()
+    assert len(tab) == len(fz.register().entries)
+    assert set(tab.loc[tab["partly seen"] != "", "claim"]) == set(board.partly_seen)
+    assert all("decay|2" in v for v in board.partly_seen.values())
