@@ -8,7 +8,8 @@ from typing import Any
 
 from .provenance import git_state
 
-__all__ = ["BOOK_URL", "figure_bibtex", "rerun_command", "footer_markdown", "status_page", "citation_page"]
+__all__ = ["BOOK_URL", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown", "status_page",
+           "citation_page"]
 
 BOOK_URL = os.environ.get("POSBIAS_BOOK_URL", "https://posbias.github.io/posbias")
 YEAR = "2026"
@@ -23,14 +24,26 @@ def figure_bibtex(chapter: str, fig: dict[str, Any], title: str) -> str:
     prov = fig["provenance"]
     commit = (prov.get("commit") or "unknown")[:12]
     png = fig["files"].get("png", {}).get("sha256", "")[:16]
-    params = json.dumps(prov.get("parameters", {}), sort_keys=True)
     return (f"@misc{{{_bibkey(chapter, fig['name'])},\n"
             f"  title        = {{{{posbias}}: {title}, figure ``{fig['name']}''}},\n"
             f"  author       = {{{{The posbias developers}}}},\n"
             f"  year         = {{{YEAR}}},\n"
             f"  howpublished = {{\\url{{{BOOK_URL}/book/_executed/{chapter}/{chapter}.html}}}},\n"
-            f"  note         = {{Reproduced figure; commit {commit}; PNG sha256 {png}; "
-            f"profile {prov.get('profile', '')}; parameters {params.replace('{', '(').replace('}', ')')}}}\n}}")
+            f"  note         = {{{figure_note(prov)}; commit {commit}; PNG sha256 {png}}}\n}}")
+
+
+def figure_note(prov: dict[str, Any]) -> str:
+    """What a figure is made of, for its citation, from its provenance (the record its files embed): the
+    settings of the stored results it draws, with the count and a hash of their files; for a figure
+    computed in the run, the run's profile and parameters."""
+    ev = prov.get("evidence")
+    if ev:
+        how = ("drawn from stored results" if prov.get("data_scope") == "drawn"
+               else "made in a run that read stored results")
+        return (f"Reproduced figure {how}: {ev['words']}; {ev['files']} data "
+                f"file{'s' if ev['files'] != 1 else ''} (list sha256 {ev['list_sha256']})")
+    params = json.dumps(prov.get("parameters", {}), sort_keys=True).replace("{", "(").replace("}", ")")
+    return f"Reproduced figure computed in the run; profile {prov.get('profile', '')}; parameters {params}"
 
 
 def rerun_command(chapter: str, params: dict[str, Any], defaults: dict[str, Any]) -> str:
@@ -134,13 +147,26 @@ def _teeth_note(teeth: dict[str, dict[str, list[str]]], chapter: str, check: str
     return f" *(kills {k} of {total} mutants)*" if k else " *(descriptive: kills no mutant)*"
 
 
+def _commit() -> str:
+    return (git_state()["commit"] or "unknown")[:12]
+
+
 def citation_page(results: dict[str, dict[str, Any] | None]) -> str:
     lines = ["# How to cite", "",
              "Cite the book as a whole with the entry in `CITATION.cff` at the root of the repository "
              "(GitHub shows it as *Cite this repository*), and cite the source papers for their results "
              "(see the bibliography). Each reproduced figure has its own entry below, pinned to the commit "
              "that made it and to the SHA-256 of its PNG file; the PNG, SVG and PDF files carry the same "
-             "provenance in their metadata.", "",
+             "provenance in their metadata, and the entry is written from it.", "",
+             "**What an entry says.** A figure drawn from stored results (the trained networks in `data/`, "
+             "a language model's measurements) is cited by the settings of those results: how many networks "
+             "or records, their iterations, seeds and test sizes, a mix where they differ, and a short "
+             "SHA-256 of the list of files it read, so that two readers can tell whether they cite the same "
+             "evidence. A figure computed in the run is cited by the run's profile and parameters.", "",
+             "**Citing a version.** The verdicts and figures change as networks are added, so cite the book "
+             f"at the commit you read: `@misc{{posbias, ..., note = {{posbias at commit {_commit()}}}}}` "
+             "for this build (every page's Re-run box prints its commit), or, once a release is tagged, at "
+             "its tag (`version` in `CITATION.cff`).", "",
              "```bibtex",
              "@misc{posbias,",
              "  title        = {{posbias}: a reproducible companion to the research on position bias in transformers},",

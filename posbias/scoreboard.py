@@ -343,12 +343,14 @@ class HeroData:
     n_networks: int
     sink_tokens: int
     sink_multiple: tuple[float, ...] | None
+    #: The stored files the panels draw (:func:`posbias.evidence.data_files`): the networks and the survey
+    data: tuple[dict[str, str], ...] = ()
 
 
 def hero_data(n_tokens: int = 64, max_layers: int = 30, gap_depth: int = 2) -> HeroData:
     """:class:`HeroData` from the theory (computed), Figure 2's committed paper units and the committed
     SmolLM2 survey (:data:`SMOLLM_SURVEY`, natural text at ``n_tokens`` tokens). Nothing trains."""
-    from . import llm, store, train
+    from . import evidence, llm, store, train
     from .attention import masked_softmax
     from .masks import make_mask
     from .rollout import first_position_mass, rollout
@@ -369,7 +371,8 @@ def hero_data(n_tokens: int = 64, max_layers: int = 30, gap_depth: int = 2) -> H
     if survey is not None and f"natural-{n_tokens}" in survey["decoder"]:
         prof = llm.layer_profile(survey["decoder"][f"natural-{n_tokens}"], n_tokens)
         sink = tuple(float(x) for x in prof["multiple"])
+    survey_file = evidence.stored_file("sinks-real-decoder", SMOLLM_SURVEY, version=1) if sink is not None else None
     return HeroData(n_tokens, tuple(range(1, max_layers + 1)), tuple(float(x) for x in mass), 1 / n_tokens,
                     gap_depth, ev.FIG2_PES, tuple(m for m, _ in gaps), tuple(s for _, s in gaps),
                     len(st[f"No PE|{gap_depth}"]), len(units),
-                    n_tokens, sink)
+                    n_tokens, sink, tuple(evidence.data_files(units + ([survey_file] if survey_file else []))))

@@ -55,6 +55,46 @@ def test_figure_files_carry_provenance(smoke_book):
     assert b"wu-thm-4-1" in (figdir / "wu-thm-4-1-rollout.pdf").read_bytes()
 
 
+def test_every_figure_entry_states_the_settings_of_what_it_draws(smoke_book, monkeypatch):
+    """Figure by figure over the whole smoke build: the provenance embedded in the PNG is the record
+    the citation entry is written from (the entry on the chapter's page and on the how-to-cite page
+    carries its note), and the settings in it are those of the data files it lists, read again here.
+    Figure 2's paper-settings figure names the committed networks' settings, not the smoke run's."""
+    from PIL import Image
+
+    from posbias import evidence
+    from posbias.cite import figure_note
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(smoke_book["root"] / ".cache"))
+    monkeypatch.setattr("posbias.provenance.ROOT", smoke_book["root"])
+    executed = smoke_book["root"] / "book" / "_executed"
+    cite_page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (smoke_book["html"] / "how-to-cite.html").read_text()))
+    n_drawn = 0
+    for res_path in sorted(executed.glob("*/results.json")):
+        cid = res_path.parent.name
+        page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (smoke_book["html"] / "book" / "_executed" / cid /
+                                                           f"{cid}.html").read_text()))
+        for fig in json.loads(res_path.read_text())["figures"]:
+            prov = json.loads(Image.open(executed / cid / fig["files"]["png"]["path"]).text["Description"])
+            assert prov == fig["provenance"], f"{cid}/{fig['name']}: the PNG and the run record disagree"
+            note = html.unescape(figure_note(prov))
+            assert note in html.unescape(page) and note in html.unescape(cite_page), f"{cid}/{fig['name']}"
+            assert all(not d["path"].startswith("/") for d in prov["data"]), f"{cid}/{fig['name']}: a machine path"
+            if prov["evidence"] is None:
+                assert not prov["data"] and "computed in the run" in note
+                continue
+            again = evidence.settings(prov["data"])
+            assert again == prov["evidence"]["settings"] and evidence.describe(again) in note, f"{cid}/{fig['name']}"
+            assert prov["evidence"]["files"] == len(prov["data"]) > 0
+            n_drawn += prov["data_scope"] == "drawn"
+    assert n_drawn >= 20
+    fig2 = json.loads((executed / "wu-fig-2" / "results.json").read_text())["figures"]
+    paper = figure_note(next(f for f in fig2 if f["name"] == "wu-fig-2-paper-gaps")["provenance"])
+    assert "45 trained networks: 100,000 iterations; seeds 0-4; 10,000 test sequences per set" in paper
+    smoke = figure_note(next(f for f in fig2 if f["name"] == "wu-fig-2-gaps")["provenance"])
+    assert "20 iterations; seed 0; 64 test sequences per set" in smoke
+
+
 def test_figures_are_byte_identical_across_runs(smoke_book, tmp_path):
     """Re-running a chapter with the same commit and parameters reproduces its figure files exactly."""
     first = json.loads((smoke_book["root"] / "book" / "_executed" / "wu-thm-4-1" / "results.json").read_text())

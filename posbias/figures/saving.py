@@ -45,10 +45,13 @@ def style() -> None:
     })
 
 
-def _provenance(name: str, caption: str) -> dict[str, Any]:
-    from .. import report
+def _provenance(name: str, caption: str, data: Any = None) -> dict[str, Any]:
+    from .. import evidence, report
 
-    rec = report.record()
+    if data is None:        # every file the run had read when the figure was saved
+        files, scope = evidence.portable(report.record()["data"]), "read by the run"
+    else:                   # the stored results the figure draws, named by the chapter
+        files, scope = evidence.data_files(data), "drawn"
     return {
         "figure": name,
         "chapter": os.environ.get("POSBIAS_CHAPTER", "interactive"),
@@ -56,7 +59,9 @@ def _provenance(name: str, caption: str) -> dict[str, Any]:
         "parameters": json.loads(os.environ.get("POSBIAS_PARAMS", "{}")),
         "profile": os.environ.get("POSBIAS_PROFILE", ""),
         "commit": git_state()["commit"],
-        "data": [{"path": d["path"], "sha256": d["sha256"]} for d in rec["data"]],
+        "data": files,
+        "data_scope": scope,
+        "evidence": evidence.record(files),
     }
 
 
@@ -148,8 +153,13 @@ class _Glued:
         return self.caption or self.png.name
 
 
-def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None) -> SavedFigure:
+def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None, data: Any = None) -> SavedFigure:
     """Write ``fig`` as ``<run dir>/figures/<name>.{png,svg,pdf}`` with embedded provenance.
+
+    ``data``: the stored trained-network results the figure draws (a campaign's label -> results, or
+    any nesting of results); their files, settings and a hash of their list go into the provenance
+    (:mod:`posbias.evidence`), and the figure is cited by them. Without it, the provenance lists every
+    file the run had read so far.
 
     The figure is also glued under ``name`` for a ``{glue:figure}`` directive in the chapter (which
     gives it a number, a caption and a stable anchor) and closed, so it is not shown twice. In a
@@ -163,7 +173,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None) -
     run_dir = Path(os.environ.get("POSBIAS_RUN_DIR", "."))
     out = run_dir / "figures"
     out.mkdir(parents=True, exist_ok=True)
-    prov = _provenance(name, caption)
+    prov = _provenance(name, caption, data)
     desc = json.dumps(prov, sort_keys=True)
     title = f"{prov['chapter']}: {name}"
     meta = {
