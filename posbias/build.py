@@ -210,11 +210,34 @@ def build(profile: str = "default", jobs: int = 1, builder: str = "html", chapte
     if code != 0:
         print(f"posbias build: jupyter-book failed (exit {code}) after {wall:.0f} s", file=sys.stderr)
         return code
+    if builder == "html":
+        write_redirects(all_chapters)
     where = {"html": ROOT / "_build" / "html" / "index.html", "pdflatex": pdf_path()}.get(
         builder, ROOT / "_build" / builder)
     what = "Open the PDF" if builder == "pdflatex" else "Open the book"
     print(f"posbias build: done in {wall:.0f} s. {what}: {where}", flush=True)
     return 0
+
+
+def write_redirects(chapters: list[str], html: Path | None = None) -> list[Path]:
+    """``<html>/c/<chapter>.html`` for every chapter: a redirect to its page, so that the address a
+    citation prints (:func:`posbias.cite.chapter_url`) stays valid whatever the build's layout."""
+    from .cite import SHORT
+
+    html = html or ROOT / "_build" / "html"
+    out = []
+    for cid in chapters:
+        target = f"../book/_executed/{cid}/{cid}.html"
+        if not (html / "book" / "_executed" / cid / f"{cid}.html").exists():
+            raise FileNotFoundError(f"no built page for chapter {cid} under {html}; build the book first")
+        path = html / SHORT / f"{cid}.html"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{cid}</title>\n'
+                        f'<meta http-equiv="refresh" content="0; url={target}">\n'
+                        f'<link rel="canonical" href="{target}">\n'
+                        f'</head><body><p>This chapter is at <a href="{target}">{target}</a>.</p></body></html>\n')
+        out.append(path)
+    return out
 
 
 def params_of(cid: str) -> str:

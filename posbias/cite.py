@@ -8,11 +8,19 @@ from typing import Any
 
 from .provenance import git_state
 
-__all__ = ["BOOK_URL", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown", "status_page",
-           "citation_page"]
+__all__ = ["BOOK_URL", "SHORT", "chapter_url", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown",
+           "status_page", "citation_page"]
 
 BOOK_URL = os.environ.get("POSBIAS_BOOK_URL", "https://posbias.github.io/posbias")
 YEAR = "2026"
+#: The folder of the chapters' short addresses: ``<site>/c/<chapter>.html`` names a chapter whatever the
+#: build's layout (``posbias build`` writes a redirect there to the page itself).
+SHORT = "c"
+
+
+def chapter_url(chapter: str) -> str:
+    """A chapter's stable address, the one citations print: ``<site>/c/<chapter>.html``."""
+    return f"{BOOK_URL}/{SHORT}/{chapter}.html"
 
 
 def _bibkey(chapter: str, fig: str) -> str:
@@ -28,7 +36,7 @@ def figure_bibtex(chapter: str, fig: dict[str, Any], title: str) -> str:
             f"  title        = {{{{posbias}}: {title}, figure ``{fig['name']}''}},\n"
             f"  author       = {{{{The posbias developers}}}},\n"
             f"  year         = {{{YEAR}}},\n"
-            f"  howpublished = {{\\url{{{BOOK_URL}/book/_executed/{chapter}/{chapter}.html}}}},\n"
+            f"  howpublished = {{\\url{{{chapter_url(chapter)}}}}},\n"
             f"  note         = {{{figure_note(prov)}; commit {commit}; PNG sha256 {png}}}\n}}")
 
 
@@ -162,7 +170,9 @@ def citation_page(results: dict[str, dict[str, Any] | None]) -> str:
              "a language model's measurements) is cited by the settings of those results: how many networks "
              "or records, their iterations, seeds and test sizes, a mix where they differ, and a short "
              "SHA-256 of the list of files it read, so that two readers can tell whether they cite the same "
-             "evidence. A figure computed in the run is cited by the run's profile and parameters.", "",
+             "evidence. A figure computed in the run is cited by the run's profile and parameters. Each entry "
+             f"points at its chapter's short address, `{BOOK_URL}/{SHORT}/<chapter>.html`, which stays valid "
+             "whatever the layout of the build.", "",
              "**Citing a version.** The verdicts and figures change as networks are added, so cite the book "
              f"at the commit you read: `@misc{{posbias, ..., note = {{posbias at commit {_commit()}}}}}` "
              "for this build (every page's Re-run box prints its commit), or, once a release is tagged, at "

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from .store import CACHE_PREFIX
+
 __all__ = ["data_files", "stored_file", "settings", "describe", "list_hash", "portable", "record", "CACHE_PREFIX"]
 
-#: How a file of the user cache is named in a figure's metadata (never the machine's own path).
-CACHE_PREFIX = "<cache>/"
 #: Parameters of a trained network that say what it is made of, in the order a citation gives them.
 _UNIT_SETTINGS = (("steps", "iterations"), ("seed", "seeds"), ("n_test", "test sequences per set"),
                   ("n_sweep", "sequences per sweep slot"), ("n_sink", "sequences for attention"),

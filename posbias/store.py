@@ -307,11 +307,20 @@ def _write_cache_entry(path: Path, rec: dict[str, Any]) -> None:
     atomic_write_text(_sidecar(path), file_hash(path) + "\n")
 
 
+#: How a page names a file of the user cache: relative to the cache, never by the machine's path.
+CACHE_PREFIX = "<cache>/"
+
+
 def _relative(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
+    """``path`` as pages and records name it: relative to the repository, or ``<cache>/...`` for the
+    user cache (a published page never shows a home folder)."""
+    p = path.resolve()
+    for base, prefix in ((ROOT, ""), (cache_dir().resolve(), CACHE_PREFIX)):
+        try:
+            return prefix + str(p.relative_to(base))
+        except ValueError:
+            pass
+    return str(path)
 
 
 def cached(

@@ -95,6 +95,27 @@ def test_every_figure_entry_states_the_settings_of_what_it_draws(smoke_book, mon
     assert "20 iterations; seed 0; 64 test sequences per set" in smoke
 
 
+def test_every_address_the_book_prints_exists_in_the_built_site(smoke_book):
+    """Every URL under the book's address on any built page (the citation entries above all) is short,
+    ``<site>/c/<chapter>.html`` or the site itself, and resolves in the built site: the short address
+    is a redirect whose target page exists."""
+    from posbias.cite import BOOK_URL
+
+    html_dir = smoke_book["html"]
+    urls = set()
+    for page in html_dir.rglob("*.html"):
+        urls |= set(re.findall(re.escape(BOOK_URL) + r"[^\s}<\"'&]*", html.unescape(page.read_text())))
+    chapter_urls = {u for u in urls if u.rstrip("/") != BOOK_URL}
+    assert len(chapter_urls) >= 20
+    for u in sorted(chapter_urls):
+        rel = u[len(BOOK_URL) + 1:]
+        assert re.fullmatch(r"c/[\w-]+\.html", rel), f"{u}: not a short chapter address"
+        short = html_dir / rel
+        assert short.exists(), f"{u} does not exist in the built site"
+        target = re.search(r'url=([^"]+)"', short.read_text())[1]
+        assert (short.parent / target).resolve().exists(), f"{u} redirects to a missing page {target}"
+
+
 def test_figures_are_byte_identical_across_runs(smoke_book, tmp_path):
     """Re-running a chapter with the same commit and parameters reproduces its figure files exactly."""
     first = json.loads((smoke_book["root"] / "book" / "_executed" / "wu-thm-4-1" / "results.json").read_text())

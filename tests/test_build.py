@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from conftest import IGNORE, ROOT
 
 RAISES = """---
@@ -45,3 +47,21 @@ def test_a_failing_chapter_stops_the_build_and_leaves_no_book(tmp_path):
     assert "not run: wu-thm-4-1" in log                     # chapters after the failure are not started
     assert not stale.exists()                                # no book claims success
     assert not (tree / "book" / "_executed" / "wu-thm-4-1").exists()
+
+
+def test_each_chapter_gets_a_short_address_that_redirects_to_its_page(tmp_path):
+    from posbias.build import write_redirects
+    from posbias.cite import chapter_url
+
+    for cid in ("wu-fig-2", "kim-thm-1"):
+        page = tmp_path / "book" / "_executed" / cid / f"{cid}.html"
+        page.parent.mkdir(parents=True)
+        page.write_text("<html></html>")
+    paths = write_redirects(["wu-fig-2", "kim-thm-1"], tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in paths] == ["c/wu-fig-2.html", "c/kim-thm-1.html"]
+    text = paths[0].read_text()
+    assert 'url=../book/_executed/wu-fig-2/wu-fig-2.html"' in text
+    assert (paths[0].parent / "../book/_executed/wu-fig-2/wu-fig-2.html").resolve().exists()
+    assert chapter_url("wu-fig-2").endswith("/c/wu-fig-2.html")
+    with pytest.raises(FileNotFoundError, match="no built page for chapter wu-fig-3"):
+        write_redirects(["wu-fig-3"], tmp_path)
