@@ -218,3 +218,21 @@ def test_the_register_says_its_verdicts_are_exploratory():
     assert "exploratory" in head and "after" in head
     for key in ("guards", "distinct_runs", "absence", "metric", "shortcut"):
         assert claims.register().judge.text[key]
+
+
+def test_a_two_seed_register_gives_the_t_computed_by_hand():
+    """Two runs whose decay-mask contrast is 0.10 and 0.14 (issue 70, item 4): mean 0.12; the spread
+    between runs sd^2 / n = 0.0008 / 2 and the contrast's binomial bound: two gaps, four accuracies of
+    coefficient +-1 on distinct test sets of 10,000, 4 / (4 * 10,000); t = 0.12 / SE on one degree of
+    freedom, its two-sided p from scipy, inconclusive at the 5% level (critical t 12.706)."""
+    from scipy import stats as sps
+
+    def unit(fl):
+        return _unit({"first-middle": 0.0, "first-last": fl, "middle-last": 0.0})
+
+    units = {"No PE|2": [unit(0.10), unit(0.14)], "decay|2": [unit(0.0), unit(0.0)]}
+    j = _judge("fig2-decay-reduces-2", units)
+    se = (0.0008 / 2 + 4 / (4 * N_TEST)) ** 0.5
+    assert (j.n_runs, j.mean, j.se) == (2, pytest.approx(0.12, abs=1e-12), pytest.approx(se, rel=1e-9))
+    assert j.p == pytest.approx(2 * sps.t.sf(0.12 / se, 1), rel=1e-6)
+    assert j.crit == pytest.approx(sps.t.ppf(0.975, 1), rel=1e-6) and j.status == "inconclusive"

@@ -405,3 +405,54 @@ def test_excess_peaks_find_the_first_token_and_the_top_key():
     assert ev.excess_peaks({"w": e})["w"] == ev.ExcessPeak(-0.1, 7, False)
 
 
+
+
+# --- measurements against values computed another way (issue 70, item 4) ---------------------------
+
+
+class _Constant:
+    """A stand-in ensemble whose member ``e`` always answers label ``answers[e]``."""
+
+    def __init__(self, answers, n_labels):
+        self.answers, self.n_labels, self.n_members = answers, n_labels, len(answers)
+        self.w_q = torch.zeros(1)
+
+    def __call__(self, x):
+        out = torch.zeros(x.shape[0], x.shape[1], self.n_labels)
+        for e, a in enumerate(self.answers):
+            out[e, :, a] = 1.0
+        return out
+
+
+def test_accuracy_is_the_share_of_targets_each_member_names_counted_by_hand():
+    cfg = TaskConfig()
+    ts = ic_test_set("first", "last", 23, 5, cfg)
+    targets = [int(t) for t in ts.target]
+    answers = [targets[0], targets[1], (targets[0] + 1) % cfg.n_labels]
+    net = _Constant(answers, cfg.n_labels)
+    got = accuracy(net, [make_task(0, cfg)] * 3, ts, chunk=7)        # chunks of 7, 7, 7, 2
+    want = [sum(t == a for t in targets) / len(targets) for a in answers]
+    assert got.tolist() == pytest.approx(want, abs=1e-7) and got[0] > 0
+
+
+def test_the_u_is_the_lower_end_minus_the_middle_mean_by_hand():
+    sweep = [[0.9, 0.4, 0.5, 0.6, 0.5, 0.4, 0.6, 0.8],      # a U: min(0.9, 0.8) - 3.0 / 6 = 0.3
+             [0.3, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.9]]      # an arch: 0.3 - 0.7 = -0.4
+    assert ev.u_statistic(torch.tensor(sweep, dtype=torch.float64)).tolist() == pytest.approx([0.3, -0.4], abs=1e-12)
+
+
+def test_sink_share_counts_sequences_and_layers_whose_alpha_passes_the_threshold_by_hand():
+    """Two layers, two sequences, three tokens, causal: key 0's alpha is the mean of column 0 over its
+    three queries; it passes 0.3 in three of the four (layer, sequence) pairs."""
+    T = 3
+    mask = make_mask("causal", T)
+    rows = {0.9: [[1, 0, 0], [0.9, 0.1, 0], [0.9, 0.05, 0.05]],          # alpha_0 = 2.8 / 3
+            0.5: [[1, 0, 0], [0.0, 1.0, 0], [0.0, 0.5, 0.5]],            # alpha_0 = 1 / 3 > 0.3
+            0.1: [[1, 0, 0], [0.0, 1.0, 0], [0.0, 0.0, 1.0]],            # alpha_0 = 1 / 3 > 0.3
+            0.0: [[1, 0, 0], [0.0, 1.0, 0], [0.0, 1.0, 0.0]]}            # alpha_0 = 1 / 3, alpha_1 = 1
+    attn = torch.tensor([[rows[0.9], rows[0.5]], [rows[0.1], rows[0.0]]], dtype=torch.float64)  # (2, 2, T, T)
+    alpha = [[[sum(attn[layer, n, q, k].item() for q in range(k, T)) / (T - k) for k in range(T)] for n in range(2)]
+             for layer in range(2)]
+    want = [sum(alpha[layer][n][k] > 0.3 for layer in range(2) for n in range(2)) / 4 for k in range(T)]
+    assert sink_share(attn, mask).tolist() == pytest.approx(want) and want[0] == 1.0
+    assert sink_share(attn, mask, threshold=0.34).tolist() == pytest.approx([0.25, 0.75, 0.5])
