@@ -1,7 +1,7 @@
 """``posbias check-data``: every committed result matches its manifest hash, and a cheap sample recomputes.
 
 Every file of ``data/`` is checked against ``data/manifest.json`` and its embedded result hash
-(:func:`posbias.store.verify_data`), and its parameters must hash to its file name. Then, per
+(:func:`verify_data`), and its parameters must hash to its file name. Then, per
 experiment with a registered recomputation (:data:`posbias.recompute.RECOMPUTE`, filled by
 ``@recomputable`` in the module that owns the compute), the ``sample`` cheapest records by
 estimated cost (the stored wall time; ties by file name, so the choice is deterministic) are
@@ -40,6 +40,61 @@ NOT_RECOMPUTABLE: dict[str, str] = {}
 
 
 # --------------------------------------------------------------------------- wu-units
+
+
+def _wall_time_consistent(rec: dict[str, Any]) -> bool:
+    """A result that measured its own training (``train_seconds_ensemble``, work done before
+    :func:`cached` was called) must carry that time as its provenance's ``wall_seconds``."""
+    res, wall = rec.get("result"), rec["provenance"].get("wall_seconds")
+    if not isinstance(res, dict) or "train_seconds_ensemble" not in res:
+        return True
+    return isinstance(wall, (int, float)) and abs(wall - round(float(res["train_seconds_ensemble"]), 3)) < 1e-9
+
+
+def verify_data(log=print) -> list[str]:
+    """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
+
+    Files present but not in the manifest, manifest entries without a file, hash mismatches,
+    committed checkpoints missing a part, damaged records and a provenance wall time other than the
+    training time the result measured are problems. (``posbias check-data`` then recomputes a sample:
+    :mod:`posbias.checkdata`.)
+    """
+    problems = []
+    manifest = store.load_manifest()
+    on_disk = {str(p.relative_to(store.DATA)) for p in store.DATA.rglob("*.json") if p.name != "manifest.json"}
+    on_disk |= {str(p.relative_to(store.DATA)) for p in parking.parked_files()}
+    for name in sorted(set(manifest) | on_disk):
+        path = store.DATA / name
+        if name not in manifest:
+            problems.append(f"{name}: not in data/manifest.json")
+        elif not path.exists():
+            problems.append(f"{name}: listed in the manifest but missing")
+        elif store.file_hash(path) != manifest[name]:
+            problems.append(f"{name}: SHA-256 differs from the manifest")
+        elif name.startswith(f"{parking.PARKED_DIR}/"):
+            if parking.whole_of(path) is None:
+                problems.append(f"{name}: not a part of a committed checkpoint (<key>.<i>-of-<n>.pt)")
+            else:               # a part of a parked checkpoint: its hash is all there is to check
+                log(f"ok  {name} (part of a checkpoint of unfinished work)")
+        else:
+            rec = json.loads(path.read_text())
+            if store._result_hash(rec.get("result")) != rec.get("result_sha256"):
+                problems.append(f"{name}: embedded result hash mismatch")
+            elif "provenance" not in rec:
+                problems.append(f"{name}: no provenance")
+            elif not _wall_time_consistent(rec):
+                problems.append(f"{name}: provenance wall_seconds {rec['provenance'].get('wall_seconds')} is not the "
+                                f"training time the result measured ({rec['result']['train_seconds_ensemble']} s)")
+            else:
+                log(f"ok  {name}")
+    reported = {p.partition(": ")[0] for p in problems}
+    for target in parking.parked_checkpoints():  # each committed checkpoint must be whole: all its parts, all listed
+        if any(parking.whole_of(store.DATA / name) == target for name in reported):
+            continue                         # a part's own problem says it already
+        if (why := parking.parts_problem(target, manifest)) is not None:
+            problems.append(f"{target.relative_to(store.DATA)}: {why}")
+    return problems
+
 
 def wu_unit_record(params: dict[str, Any]) -> dict[str, Any]:
     """The stored result of one ``wu-units`` record: ``train.train_units([unit])[0]``.
@@ -254,7 +309,7 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
     _import_registrations()
     wanted = set(experiments) if experiments else None
     data = Path(store.DATA)
-    problems = store.verify_data(log=lambda *a: None)
+    problems = verify_data(log=lambda *a: None)
     bad_hash: dict[str, str] = {}
     rows: list[Row] = []
     for p in problems:

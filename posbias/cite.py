@@ -108,7 +108,7 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
              "* - chapter", "  - profile", "  - status", "  - checks", "  - wall time (s)", "  - device",
              "  - data files read"]
     detail = []
-    from .mutation import read_teeth
+    from .teeth import read_teeth
 
     teeth = (read_teeth() or {}).get("chapters", {})
     if teeth:

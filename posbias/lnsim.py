@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from posbias import store
+from posbias.recompute import recomputable
 from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
 from posbias.lntheory import (  # noqa: F401 - re-exported: lnsim.X names the closed forms too
@@ -273,7 +274,7 @@ def recency_probability(scores: torch.Tensor | np.ndarray) -> torch.Tensor:
     return (s[..., i, k] > s[..., i, j]).to(torch.float64).mean(dim=-1)
 
 
-@store.recomputable("kim-sim", atol=0.0,
+@recomputable("kim-sim", atol=0.0,
                     tolerance_note="float64 on one thread with fixed random blocks; bit-identical on 1 and 2 threads",
                     other_cpu_atol=1e-12,
                     other_cpu_note=("float64 roundings of another CPU's kernels: the cheapest record recomputed on "

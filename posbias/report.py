@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import store
 from .store import atomic_write_text, to_jsonable
 
 __all__ = ["check", "value", "note_data", "progress", "record", "summary", "footer", "plain_table"]
@@ -111,6 +112,9 @@ def note_data(path: str, sha256: str, source: str) -> None:
         return
     _RECORD["data"].append({"path": path, "sha256": sha256, "source": source})
     _flush()
+
+
+store.on_read(note_data)            # the store reports its reads here; it imports nothing above itself
 
 
 def note_figure(entry: dict[str, Any]) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import importlib
 import json
 import math
 import os
@@ -39,7 +38,8 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 
 __all__ = ["DATA", "MANIFEST", "DataError", "WriteError", "write_error", "cache_dir", "key_of", "cached",
            "checkpoint_dir", "atomic_write", "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest",
-           "verify_data", "locked", "lookup", "lookup_record", "result_name", "is_stored", "usable_entry", "file_hash"]
+           "locked", "READ_HOOKS", "on_read", "lookup", "lookup_record", "result_name", "is_stored", "usable_entry",
+           "file_hash", "CACHE_PREFIX"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -311,6 +311,23 @@ def _write_cache_entry(path: Path, rec: dict[str, Any]) -> None:
 CACHE_PREFIX = "<cache>/"
 
 
+#: Called as ``hook(path, sha256, source)`` for every stored result read or written (``source``:
+#: committed, cache, promoted or computed): how a run's record learns which files it read
+#: (:mod:`posbias.report` registers one) without this floor importing anything above it.
+READ_HOOKS: list[Callable[[str, str, str], None]] = []
+
+
+def on_read(hook: Callable[[str, str, str], None]) -> None:
+    """Register ``hook`` for every read of a stored result (once: registering it again does nothing)."""
+    if hook not in READ_HOOKS:
+        READ_HOOKS.append(hook)
+
+
+def _noted(path: Path, source: str) -> None:
+    for hook in READ_HOOKS:
+        hook(_relative(path), file_hash(path), source)
+
+
 def _relative(path: Path) -> str:
     """``path`` as pages and records name it: relative to the repository, or ``<cache>/...`` for the
     user cache (a published page never shows a home folder)."""
@@ -344,8 +361,6 @@ def cached(
     the result dict (arrays come back as nested lists). Raises :class:`DataError` when ``data/`` holds
     or lists this result but the file does not verify (it is never recomputed over, nor around).
     """
-    from . import report
-
     params = _keyed(params, device)
     key = key_of(experiment, params, version)
     name = _name(experiment, key)
@@ -354,7 +369,7 @@ def cached(
     committed = DATA / name
     rec = _read_committed(name)
     if rec is not None:
-        report.note_data(_relative(committed), file_hash(committed), "committed")
+        _noted(committed, "committed")
         return rec["result"]
 
     user = cache_dir() / name
@@ -392,7 +407,7 @@ def cached(
             _write_cache_entry(target, rec)
         if write_data and source != "cache":
             update_manifest({name: file_hash(target)})
-    report.note_data(_relative(target), file_hash(target), source)
+    _noted(target, source)
     return rec["result"]
 
 
@@ -408,17 +423,15 @@ def lookup(experiment: str, params: dict[str, Any], *, version: int | str = 1,
 def lookup_record(experiment: str, params: dict[str, Any], *, version: int | str = 1,
                   device: str | None = None) -> dict[str, Any] | None:
     """The whole stored record (``params``, ``provenance``, ``result``, ...) of :func:`lookup`, or None."""
-    from . import report
-
     name = result_name(experiment, params, version, device)
     rec = _read_committed(name)
     if rec is not None:
-        report.note_data(_relative(DATA / name), file_hash(DATA / name), "committed")
+        _noted(DATA / name, "committed")
         return rec
     path = cache_dir() / name
     rec = usable_entry(path)
     if rec is not None:
-        report.note_data(_relative(path), file_hash(path), "cache")
+        _noted(path, "cache")
         return rec
     return None
 
@@ -446,69 +459,3 @@ def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str =
     if create:
         d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-def _wall_time_consistent(rec: dict[str, Any]) -> bool:
-    """A result that measured its own training (``train_seconds_ensemble``, work done before
-    :func:`cached` was called) must carry that time as its provenance's ``wall_seconds``."""
-    res, wall = rec.get("result"), rec["provenance"].get("wall_seconds")
-    if not isinstance(res, dict) or "train_seconds_ensemble" not in res:
-        return True
-    return isinstance(wall, (int, float)) and abs(wall - round(float(res["train_seconds_ensemble"]), 3)) < 1e-9
-
-
-def verify_data(log=print) -> list[str]:
-    """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
-
-    Files present but not in the manifest, manifest entries without a file, hash mismatches,
-    committed checkpoints missing a part, damaged records and a provenance wall time other than the
-    training time the result measured are problems. (``posbias check-data`` then recomputes a sample:
-    :mod:`posbias.checkdata`.)
-    """
-    from .parking import PARKED_DIR, parked_checkpoints, parked_files, parts_problem, whole_of
-
-    problems = []
-    manifest = load_manifest()
-    on_disk = {str(p.relative_to(DATA)) for p in DATA.rglob("*.json") if p.name != "manifest.json"}
-    on_disk |= {str(p.relative_to(DATA)) for p in parked_files()}
-    for name in sorted(set(manifest) | on_disk):
-        path = DATA / name
-        if name not in manifest:
-            problems.append(f"{name}: not in data/manifest.json")
-        elif not path.exists():
-            problems.append(f"{name}: listed in the manifest but missing")
-        elif sha256_file(path) != manifest[name]:
-            problems.append(f"{name}: SHA-256 differs from the manifest")
-        elif name.startswith(f"{PARKED_DIR}/"):
-            if whole_of(path) is None:
-                problems.append(f"{name}: not a part of a committed checkpoint (<key>.<i>-of-<n>.pt)")
-            else:               # a part of a parked checkpoint: its hash is all there is to check
-                log(f"ok  {name} (part of a checkpoint of unfinished work)")
-        else:
-            rec = json.loads(path.read_text())
-            if _result_hash(rec.get("result")) != rec.get("result_sha256"):
-                problems.append(f"{name}: embedded result hash mismatch")
-            elif "provenance" not in rec:
-                problems.append(f"{name}: no provenance")
-            elif not _wall_time_consistent(rec):
-                problems.append(f"{name}: provenance wall_seconds {rec['provenance'].get('wall_seconds')} is not the "
-                                f"training time the result measured ({rec['result']['train_seconds_ensemble']} s)")
-            else:
-                log(f"ok  {name}")
-    reported = {p.partition(": ")[0] for p in problems}
-    for target in parked_checkpoints():      # each committed checkpoint must be whole: all its parts, all listed
-        if any(whole_of(DATA / name) == target for name in reported):
-            continue                         # a part's own problem says it already
-        if (why := parts_problem(target, manifest)) is not None:
-            problems.append(f"{target.relative_to(DATA)}: {why}")
-    return problems
-
-
-# Thin re-exports, kept only until posbias.lnsim imports these names from their home, posbias.recompute.
-_MOVED = {n: "recompute" for n in ("Recompute", "RECOMPUTE", "recomputable")}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        return getattr(importlib.import_module(f"posbias.{_MOVED[name]}"), name)
-    raise AttributeError(f"module 'posbias.store' has no attribute {name!r}")

@@ -23,7 +23,8 @@ from mutants import MUTANTS as THEORY_MUTANTS  # noqa: E402
 from mutants_trained import TRAINED_MUTANTS  # noqa: E402
 
 from posbias.chapters import get_chapter  # noqa: E402
-from posbias.mutation import TEETH_PATH, execute_chapter, failed_checks, read_teeth  # noqa: E402
+from posbias.mutation import execute_chapter, failed_checks  # noqa: E402
+from posbias.teeth import TEETH_PATH, read_teeth  # noqa: E402
 
 THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", "wu-center-nodes",
           "kim-thm-1", "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "kim-beyond-rope"]

@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from posbias import parking, store
+from posbias import checkdata, parking, store
 
 
 @pytest.fixture()
@@ -70,7 +70,7 @@ def test_write_data_updates_manifest_and_commited_file_is_preferred(env, monkeyp
     assert name.startswith("exp/") and len(digest) == 64
     monkeypatch.delenv("POSBIAS_WRITE_DATA")
     assert store.cached("exp", {"n": 2}, lambda: pytest.fail("must read the committed file")) == {"v": 5}
-    assert store.verify_data(log=lambda *a: None) == []
+    assert checkdata.verify_data(log=lambda *a: None) == []
 
 
 def test_write_data_promotes_a_cached_result_unchanged(env, monkeypatch):
@@ -83,7 +83,7 @@ def test_write_data_promotes_a_cached_result_unchanged(env, monkeypatch):
     assert json.loads(committed.read_text()) == json.loads(cached.read_text())      # provenance kept
     assert json.loads((env / "data" / "manifest.json").read_text()) == {
         f"exp/{cached.name}": store.sha256_file(committed)}
-    assert store.verify_data(log=lambda *a: None) == []
+    assert checkdata.verify_data(log=lambda *a: None) == []
 
 
 def _committed(env, monkeypatch, n=2):
@@ -114,7 +114,7 @@ def test_a_committed_file_that_does_not_verify_is_an_error_naming_it_and_the_fix
             call()
     assert (committed.read_bytes() if committed.exists() else None) == before
     assert not (env / "cache" / name).exists()                      # nothing computed around it
-    assert store.verify_data(log=lambda *a: None)                   # and check-data says so too
+    assert checkdata.verify_data(log=lambda *a: None)                   # and check-data says so too
 
 
 def test_a_stray_file_in_data_is_refused_even_under_write_data(env, monkeypatch):
@@ -234,9 +234,9 @@ def test_a_trained_result_must_carry_its_training_time_as_wall_time(env, monkeyp
     stores it; a provenance that timed only the store call (~0 s) is a problem check-data reports."""
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
     store.cached("exp", {"n": 3}, lambda: {"train_seconds_ensemble": 61.25, "acc": 0.5}, wall_seconds=61.25)
-    assert store.verify_data(log=lambda *a: None) == []
+    assert checkdata.verify_data(log=lambda *a: None) == []
     store.cached("exp", {"n": 4}, lambda: {"train_seconds_ensemble": 61.25, "acc": 0.5})   # times the lambda
-    problems = store.verify_data(log=lambda *a: None)
+    problems = checkdata.verify_data(log=lambda *a: None)
     assert len(problems) == 1 and "is not the training time the result measured (61.25 s)" in problems[0]
 
 
@@ -253,7 +253,7 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
     assert parking.parked_checkpoint(target) == blob and parking.parked_checkpoints() == [target]
     manifest = store.load_manifest()
     assert manifest == {str(p.relative_to(env / "data")): store.sha256_file(p) for p in parts}
-    assert store.verify_data(log=lambda *a: None) == []
+    assert checkdata.verify_data(log=lambda *a: None) == []
 
     small = os.urandom(1000)                       # one part exactly: the three old parts go
     (part,) = parking.park(target, lambda f: f.write(small))
@@ -265,20 +265,20 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
     parts[1].write_bytes(b"x" + parts[1].read_bytes()[1:])          # altered
     with pytest.warns(UserWarning, match="002-of-003.pt: SHA-256 differs"):
         assert parking.parked_checkpoint(target) is None
-    assert any("SHA-256 differs" in p for p in store.verify_data(log=lambda *a: None))
+    assert any("SHA-256 differs" in p for p in checkdata.verify_data(log=lambda *a: None))
     parts = parking.park(target, lambda f: f.write(blob))
     parts[2].unlink()                                                # missing
     with pytest.warns(UserWarning, match="has 2 of its 3 parts"):
         assert parking.parked_checkpoint(target) is None
-    assert [p.split(": ", 1)[1] for p in store.verify_data(log=lambda *a: None)] == [
+    assert [p.split(": ", 1)[1] for p in checkdata.verify_data(log=lambda *a: None)] == [
         "listed in the manifest but missing"]
     store._set_manifest(str(parts[2].relative_to(env / "data")), None)   # missing and unlisted: only the whole says so
-    assert store.verify_data(log=lambda *a: None) == [f"{target.relative_to(env / 'data')}: has 2 of its 3 parts"]
+    assert checkdata.verify_data(log=lambda *a: None) == [f"{target.relative_to(env / 'data')}: has 2 of its 3 parts"]
     parts = parking.park(target, lambda f: f.write(blob))
     store._set_manifest(str(parts[0].relative_to(env / "data")), None)   # unlisted
     with pytest.warns(UserWarning, match="the manifest lists 2 parts, not its 3"):
         assert parking.parked_checkpoint(target) is None
-    assert any("not in data/manifest.json" in p for p in store.verify_data(log=lambda *a: None))
+    assert any("not in data/manifest.json" in p for p in checkdata.verify_data(log=lambda *a: None))
 
     parking.unpark(target)
     assert parking.parked_files() == [] and store.load_manifest() == {}
@@ -292,10 +292,10 @@ def test_a_legacy_single_file_checkpoint_is_replaced_by_parts_and_stray_files_ar
     target.parent.mkdir(parents=True)
     target.write_bytes(b"old")
     store._set_manifest(str(target.relative_to(env / "data")), store.sha256_file(target))
-    problems = store.verify_data(log=lambda *a: None)
+    problems = checkdata.verify_data(log=lambda *a: None)
     assert len(problems) == 1 and "not a part of a committed checkpoint" in problems[0]
     (part,) = parking.park(target, lambda f: f.write(b"new"))
-    assert not target.exists() and parking.parked_files() == [part] and store.verify_data(log=lambda *a: None) == []
+    assert not target.exists() and parking.parked_files() == [part] and checkdata.verify_data(log=lambda *a: None) == []
 
 
 def test_every_committed_file_is_under_5_MB():

@@ -7,7 +7,7 @@ import pytest
 import torch
 from training_helpers import _crash_at_step, _own_data, _sigterm_in_step, _unit, _without_wall_time
 
-from posbias import parking, train
+from posbias import checkdata, parking, train
 from posbias.training import campaigns
 from posbias.training import checkpoints as ck
 
@@ -133,7 +133,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     assert [s["from_step"] for s in st["sittings"]] == [0] and "git" in st["sittings"][0]
     assert st["sittings"][0]["from_wall"] == 0.0
     assert park() == {"parked": 0, "kept": 1, "removed": 0}                 # nothing new to commit
-    assert store.verify_data(log=quiet) == []
+    assert checkdata.verify_data(log=quiet) == []
     row = next(r for r in checkdata.run_checks(sample=0, log=quiet) if r.file.endswith(".pt"))
     assert (row.recomputed, row.verdict) == ("checkpoint", "ok")
 
@@ -221,7 +221,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
         run(log=quiet)
     assert status() == [(2, 4, None), (2, None, None)]
     assert park() == {"parked": 1, "kept": 0, "removed": 2}      # decay's parked; No PE stored; the 4-unit one unneeded
-    assert parking.parked_checkpoints() == [ck.parked_of(none[2:])] and store.verify_data(log=quiet) == []
+    assert parking.parked_checkpoints() == [ck.parked_of(none[2:])] and checkdata.verify_data(log=quiet) == []
     got = run(log=quiet)
     assert not list((tmp_path / "cache" / "wu-units").glob("*.ckpt/state.pt"))    # every checkpoint removed
     results = [got[f"{name}|2"][i] for name in ("No PE", "decay") for i in (0, 1)]
