@@ -26,7 +26,7 @@ import yaml
 from .provenance import ROOT
 
 __all__ = ["NOTEBOOKS", "PROFILES", "BASE_PROFILES", "ParamError", "Param", "Chapter", "chapter_ids", "get_chapter",
-           "figure_captions"]
+           "figure_captions", "RULE_FUNCS", "compile_rule"]
 
 NOTEBOOKS = ROOT / "notebooks"
 #: Every chapter has these (a profile it does not declare is its defaults).
@@ -166,18 +166,18 @@ _ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.
                   ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
                   ast.Name, ast.Load, ast.Constant, ast.Call, ast.List, ast.Tuple, ast.IfExp,
                   ast.GeneratorExp, ast.comprehension, ast.Store)
-_FUNCS = {"len": len, "min": min, "max": max, "all": all, "any": any, "abs": abs, "sorted": sorted, "set": set,
+RULE_FUNCS = {"len": len, "min": min, "max": max, "all": all, "any": any, "abs": abs, "sorted": sorted, "set": set,
           "sum": sum, "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "range": range}
 COST_KEYS = ("seconds", "memory_mb", "network_step", "calibration")   # the front matter's `cost:` (posbias.cost)
 
 
-def _compile_rule(rule: str):
+def compile_rule(rule: str):
     tree = ast.parse(rule, mode="eval")
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise ValueError(f"constraint {rule!r} uses a construct that is not allowed: {type(node).__name__}")
-        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _FUNCS):
-            raise ValueError(f"constraint {rule!r} calls something other than {sorted(_FUNCS)}")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in RULE_FUNCS):
+            raise ValueError(f"constraint {rule!r} calls something other than {sorted(RULE_FUNCS)}")
     return compile(tree, f"<constraint {rule}>", "eval")
 
 
@@ -218,10 +218,10 @@ class Chapter:
 
     def check_constraints(self, values: dict[str, Any]) -> None:
         for c in self.constraints:
-            code = _compile_rule(c["rule"])
+            code = compile_rule(c["rule"])
             # the values as globals, so that a generator expression (all(w <= n for w in ws)) sees them
             try:
-                ok = eval(code, {"__builtins__": {}, **_FUNCS, **values})  # noqa: S307 - vetted AST above
+                ok = eval(code, {"__builtins__": {}, **RULE_FUNCS, **values})  # noqa: S307 - vetted AST above
             except (ArithmeticError, ValueError) as e:      # e.g. exp() of a huge value: out of what it covers
                 ok, c = False, {**c, "message": f"{c.get('message', '')} (the rule cannot be evaluated: {e})"}
             if not ok:
@@ -334,13 +334,13 @@ def _load(chapter_id: str) -> Chapter:
             raise ValueError(f"{path}: profile {prof} sets undeclared parameters {sorted(unknown)}")
     constraints = list(block.get("constraints") or [])
     for c in constraints:
-        _compile_rule(c["rule"])
+        compile_rule(c["rule"])
     cost = block.get("cost") or {}
     if set(cost) - set(COST_KEYS):
         raise ValueError(f"{path}: cost declares {sorted(set(cost) - set(COST_KEYS))}; its keys are {COST_KEYS}")
     for key in ("seconds", "memory_mb", "network_step"):
         if key in cost:
-            _compile_rule(str(cost[key]))
+            compile_rule(str(cost[key]))
     captions = figure_captions(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)
                                                                   if path.is_relative_to(ROOT) else path))
     return Chapter(chapter_id, path, block.get("title") or chapter_id, params, profiles, constraints, block,

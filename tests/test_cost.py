@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from conftest import network_step_seconds
-from posbias import cost, runner
+from posbias import accounting, cost, runner
 from posbias.chapters import Chapter, ParamError, get_chapter
 
 
@@ -105,7 +105,7 @@ def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
     units' ensembles' wall times, each ensemble once."""
     from posbias import train
 
-    c = cost.campaign_cost("wu-fig-2")
+    c = accounting.campaign_cost("wu-fig-2")
     units = [u for us in train.stored_campaign("wu-fig-2", "paper").values() for u in us]
     assert c.units == c.stored == len(units) == 45 and c.ensembles == c.modelled == 0
     assert c.hours_to_go == 0.0
@@ -133,7 +133,7 @@ def test_campaign_cost_measures_started_ensembles_and_models_the_rest(monkeypatc
     fresh = EnsembleStatus(4, "prefix", "none", 15, 100_000)
     monkeypatch.setattr(training, "campaign_status", lambda *a, **k: CampaignStatus(35, 5, [started, fresh]))
     monkeypatch.setattr(training, "stored_campaign", lambda *a, **k: {"x": [None]})
-    c = cost.campaign_cost("wu-fig-6")
+    c = accounting.campaign_cost("wu-fig-6")
     per_step = network_step_seconds("wu-fig-6", 4)   # wu-fig-6's front matter, at depth 4
     assert c.hours_trained == pytest.approx(6000.0 / 3600)
     assert c.hours_to_go == pytest.approx((60_000 * 0.2 + 15 * 100_000 * per_step) / 3600)
@@ -154,26 +154,26 @@ def test_ensembles_not_started_take_the_measured_pace_of_their_depth(monkeypatch
     monkeypatch.setattr(training, "campaign_status",
                         lambda *a_, **k: CampaignStatus(90, 0, [a, b, fresh2, fresh6]))
     monkeypatch.setattr(training, "stored_campaign", lambda *a_, **k: {"x": [None]})
-    c = cost.campaign_cost("wu-fig-4")
+    c = accounting.campaign_cost("wu-fig-4")
     per_net = (0.12 / 15 + 0.15 / 15) / 2              # the depth-2 ensembles' pace per network and step
     model6 = network_step_seconds("wu-fig-4", 6)     # wu-fig-4's front matter, at depth 6
     assert c.hours_to_go == pytest.approx((80_000 * (0.12 + 0.15) + 30 * 100_000 * per_net
                                            + 5 * 100_000 * model6) / 3600)
     assert (c.ensembles, c.modelled, c.borrowed) == (4, 1, 1)
     monkeypatch.setattr(training, "campaign_status", lambda *a_, **k: CampaignStatus(90, 0, [a, b, fresh2]))
-    c = cost.campaign_cost("wu-fig-4")
+    c = accounting.campaign_cost("wu-fig-4")
     assert (c.modelled, c.borrowed) == (0, 1)
-    monkeypatch.setattr(cost, "campaign_cost", lambda ch, profile="paper": c)
-    assert list(cost.cost_frame(["wu-fig-4"])["to go from"]) == ["measured pace of each depth"]
+    monkeypatch.setattr(accounting, "campaign_cost", lambda ch, profile="paper": c)
+    assert list(accounting.cost_frame(["wu-fig-4"])["to go from"]) == ["measured pace of each depth"]
 
 
 def test_cost_frame_has_one_row_per_chapter_with_its_source_of_hours(monkeypatch):
-    rows = {"wu-fig-2": cost.CampaignCost("wu-fig-2", 45, 45, 42.7, 0.0, 0, 0),
-            "wu-fig-6": cost.CampaignCost("wu-fig-6", 35, 5, 3.0, 8.0, 2, 0),
-            "wu-fig-3": cost.CampaignCost("wu-fig-3", 30, 0, 0.0, 14.0, 3, 3),
-            "wu-fig-4": cost.CampaignCost("wu-fig-4", 90, 0, 0.0, 42.0, 3, 1)}
-    monkeypatch.setattr(cost, "campaign_cost", lambda ch, profile="paper": rows[ch])
-    df = cost.cost_frame(list(rows))
+    rows = {"wu-fig-2": accounting.CampaignCost("wu-fig-2", 45, 45, 42.7, 0.0, 0, 0),
+            "wu-fig-6": accounting.CampaignCost("wu-fig-6", 35, 5, 3.0, 8.0, 2, 0),
+            "wu-fig-3": accounting.CampaignCost("wu-fig-3", 30, 0, 0.0, 14.0, 3, 3),
+            "wu-fig-4": accounting.CampaignCost("wu-fig-4", 90, 0, 0.0, 42.0, 3, 1)}
+    monkeypatch.setattr(accounting, "campaign_cost", lambda ch, profile="paper": rows[ch])
+    df = accounting.cost_frame(list(rows))
     assert list(df["chapter"]) == list(rows) and list(df["networks"]) == ["45 of 45", "5 of 35", "0 of 30", "0 of 90"]
     assert list(df["to go from"]) == ["-", "measured pace", "cost model", "measured pace and cost model"]
     assert list(df["hours to go"]) == [0.0, 8.0, 14.0, 42.0]

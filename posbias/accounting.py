@@ -1,0 +1,78 @@
+"""What each trained chapter's campaign has cost and has left, in hours of one-thread training: read
+from ``data/``, the user cache and the checkpoints (the reproduction notes print it). The estimate of
+a run before it starts is :mod:`posbias.cost`'s."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import training
+from .cost import network_step
+from .runner import prepare
+from .training import status as st
+
+__all__ = ["CampaignCost", "campaign_cost", "cost_frame"]
+
+
+@dataclass(frozen=True)
+class CampaignCost:
+    """What a trained chapter's campaign under ``profile`` has cost so far and has left, in hours of
+    one-thread training: ``units`` it needs, ``stored`` of them; ``hours_trained``, measured (the
+    ensembles that trained the stored units, each counted once, and the unfinished ensembles'
+    checkpoints); ``hours_to_go``, the unfinished ensembles at their latest measured pace and the
+    ensembles not started at the pace per network of the campaign's started ensembles of their depth
+    (``borrowed`` of them; the machine that trains the campaign, as measured), or else at the
+    chapter's ``network_step`` model (``modelled`` of them); ``ensembles`` left in all."""
+
+    chapter: str
+    units: int
+    stored: int
+    hours_trained: float
+    hours_to_go: float
+    ensembles: int
+    modelled: int
+    borrowed: int = 0
+
+
+def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
+    """:class:`CampaignCost` of ``chapter_id``'s campaign with its ``profile`` parameters; reads
+    ``data/``, the user cache and the checkpoints, trains and writes nothing."""
+    chapter, params = prepare(chapter_id, {}, profile)
+    experiment, prof, settings = training.chapter_campaign(chapter.id, params)
+    status = training.campaign_status(experiment, prof, **settings)
+    stored = [r for us in training.stored_campaign(experiment, prof, **settings).values() for r in us
+              if r is not None]
+    trained = training.training_time(stored).seconds if stored else 0.0
+    done, per_net, model = st.measured(status), st.network_pace(status), network_step(chapter, params)
+    to_go, modelled, borrowed = 0.0, 0, 0
+    for e in done:
+        trained += e.wall or 0.0
+        to_go += (e.steps - (e.step or 0)) * st.pace(e)
+    for e in status.ensembles:
+        if any(e is m for m in done):
+            continue
+        if e.depth in per_net:
+            step, borrowed = per_net[e.depth], borrowed + 1
+        else:
+            step, modelled = model(e.depth) if model else 0.0, modelled + 1
+        to_go += e.members * (e.steps - (e.step or 0)) * step
+    return CampaignCost(chapter.id, status.units, status.stored, trained / 3600, to_go / 3600,
+                        len(status.ensembles), modelled, borrowed)
+
+
+def cost_frame(chapters: list[str], profile: str = "paper"):
+    """:func:`campaign_cost` of each chapter as a ``pandas.DataFrame``, one row per chapter, with the
+    columns a reader needs: chapter, networks committed / needed, hours trained, hours to go, and
+    how the hours to go were found: "measured pace" (each unfinished ensemble's own), "measured pace of
+    each depth" (ensembles not started too, at their depth's), "cost model", or "measured pace and
+    cost model"."""
+    import pandas as pd
+
+    rows = []
+    for ch in chapters:
+        c = campaign_cost(ch, profile)
+        how = ("-" if not c.ensembles else "cost model" if c.modelled == c.ensembles
+               else "measured pace and cost model" if c.modelled
+               else "measured pace of each depth" if c.borrowed else "measured pace")
+        rows.append({"chapter": c.chapter, "networks": f"{c.stored} of {c.units}",
+                     "hours trained": c.hours_trained, "hours to go": c.hours_to_go, "to go from": how})
+    return pd.DataFrame(rows)
