@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from posbias import store
+from posbias import report, store
 from posbias.recompute import recomputable
 from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
@@ -59,6 +59,7 @@ from posbias.rollout import rollout
 
 __all__ = [
     "LN_EPS",
+    "check_layer1_moments",
     "SimResult",
     "anisotropy_level",
     "alpha_to_l",
@@ -356,3 +357,15 @@ def last_row_increments(scores: torch.Tensor | np.ndarray) -> np.ndarray:
     s = np.asarray(scores)
     last = s.shape[-1] - 1
     return s[last, :last] - s[last, 0]
+
+
+def check_layer1_moments(moments: dict) -> None:
+    """The chapters' ``layer1-moments`` check over :func:`layer1_moments_check` results (any keys):
+    passes when no grid point's mean or variance exceeds its allowance."""
+    report.check("layer1-moments", "layer-1 off-diagonal LN scores, pooled over entries: mean within d^{-3/2} + 4.5 SE "
+                 "of sqrt(d) E r (Fisher), variance within max(30/d^2, 10/((1-alpha^2)^2 d^3)) relative + 4.5 SE of "
+                 "(1-alpha^2)^2 (1 + a1/d + a2/d^2) (Hotelling)",
+                 value={"mean excess": max(m["mean_excess"] for m in moments.values()),
+                        "variance excess": max(m["var_excess"] for m in moments.values())},
+                 expected="both <= 0",
+                 passed=all(m["mean_excess"] <= 0 and m["var_excess"] <= 0 for m in moments.values()))
