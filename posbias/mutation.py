@@ -107,7 +107,7 @@ def execute_chapter(chapter_id: str, profile: str = "smoke", overrides: dict[str
     saved_record = report._RECORD
     report._RECORD = {"checks": [], "values": {}, "data": [], "figures": []}
 
-    def save(fig, name, caption=None):
+    def save(fig, name, caption=None, data=None):      # figures.save's signature; nothing is written
         plt.close(fig)
 
     def compute_only(experiment, params_, compute, **kw):

@@ -68,7 +68,8 @@ def test_every_figure_entry_states_the_settings_of_what_it_draws(smoke_book, mon
     monkeypatch.setenv("POSBIAS_CACHE", str(smoke_book["root"] / ".cache"))
     monkeypatch.setattr("posbias.provenance.ROOT", smoke_book["root"])
     executed = smoke_book["root"] / "book" / "_executed"
-    cite_page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (smoke_book["html"] / "how-to-cite.html").read_text()))
+    cite_page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (smoke_book["html"] / "book" / "_executed" /
+                                                           "how-to-cite.html").read_text()))
     n_drawn = 0
     for res_path in sorted(executed.glob("*/results.json")):
         cid = res_path.parent.name
