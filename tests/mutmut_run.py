@@ -1,14 +1,21 @@
-"""``make mutants``: mutmut over the science modules, the theory chapters' smoke checks as the test.
+"""``make mutants``: mutmut over the science modules and the measurement code the verdicts read, with
+the chapters' smoke checks (``tests/mutmut_smoke.py``) and the modules' unit tests (:data:`UNIT_TESTS`)
+as the test.
 
-Copies the sources a chapter needs into a scratch folder (mutmut writes its ``mutants/`` tree there,
-never into the working tree), runs ``mutmut run`` for at most ``--budget`` seconds (default 900) on
-``--jobs`` cores, optionally on a random ``--sample`` of the mutants, and prints the score and the
-survivors (``mutmut results``), also written to ``--out`` (default ``runs/mutmut.json``).
+Copies the sources into a work folder (``--work``, default ``runs/mutmut-work``; mutmut writes its
+``mutants/`` tree there, never into the working tree) and keeps it between sittings: a run resumes
+where the last stopped, testing only the sampled mutants without a result. With ``--sample N`` the
+mutants are drawn once, uniformly with ``--seed`` (the Makefile's, written before the run), and the
+list is written to ``--sample-file`` (default ``book/mutmut-sample.json``) before any is tested; a
+later sitting reads that list and refuses another seed or size. Runs ``mutmut run`` for at most
+``--budget`` seconds on ``--jobs`` cores and writes the score with its 95% Wilson interval and the
+survivors to ``--out`` (default ``runs/mutmut.json``).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -16,18 +23,24 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ["posbias/theory.py", "posbias/masks.py", "posbias/rollout.py", "posbias/attention.py",
-           "posbias/lnsim.py", "posbias/lntheory.py"]
+           "posbias/lnsim.py", "posbias/lntheory.py",
+           # the measurement code every trained-figure verdict rests on (issue 70)
+           "posbias/evaluate.py", "posbias/claims/quantities.py", "posbias/stats.py", "posbias/llm/sinks.py"]
+#: The unit tests of the mutated modules, run beside the chapters' smoke checks.
+UNIT_TESTS = ["tests/test_theory.py", "tests/test_masks.py", "tests/test_rollout.py", "tests/test_attention.py",
+              "tests/test_lnsim.py", "tests/test_lntheory.py", "tests/test_evaluate.py", "tests/test_quantities.py",
+              "tests/test_stats.py", "tests/test_llm_sinks.py", "tests/test_claims.py"]
 CONFIG = """[mutmut]
 only_mutate =
 {paths}
 source_paths = posbias
-tests_dir = tests/mutmut_smoke.py
+tests_dir =
+{tests}
 also_copy =
     notebooks
     book
@@ -37,20 +50,30 @@ also_copy =
 """
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--budget", type=int, default=900, help="seconds mutmut may run")
-    ap.add_argument("--jobs", type=int, default=1, help="mutants tested at once")
-    ap.add_argument("--sample", type=int, default=0, help="test only this many mutants, drawn at random (0: all)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
-    args = ap.parse_args()
-    mutmut = [str(Path(sys.executable).with_name("mutmut"))]
-    if not Path(mutmut[0]).exists():
-        print(f"mutmut is not installed beside {sys.executable}: run `make mutants`, which installs the "
-              "`mutants` extra (mutmut 3.8.1) first", file=sys.stderr)
-        return 2
-    work = Path(tempfile.mkdtemp(prefix="posbias-mutmut-"))
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The 95% Wilson score interval of ``k`` killed in ``n`` tested."""
+    if n == 0:
+        return (0.0, 1.0)
+    p, d = k / n, 1 + z * z / n
+    mid, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, mid - half), min(1.0, mid + half))
+
+
+def _statuses(mutmut: list[str], work: Path, env: dict) -> dict[str, str]:
+    res = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
+    out: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        m = re.match(r"\s*(posbias\.[\w.]+__mutmut_\d+):\s*(\w[\w ]*)", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _prepare(work: Path) -> None:
+    """Copy the sources into ``work`` (once: a later sitting keeps mutmut's state there)."""
+    if (work / "setup.cfg").exists():
+        return
+    work.mkdir(parents=True, exist_ok=True)
     for name in ("posbias", "notebooks", "tests", "book", "references.bib", "pyproject.toml"):
         src = ROOT / name
         if src.is_dir():
@@ -58,34 +81,72 @@ def main() -> int:
         elif src.exists():
             shutil.copy2(src, work / name)
     (work / "data").symlink_to(ROOT / "data")       # read-only use: results are recomputed fresh
-    (work / "setup.cfg").write_text(CONFIG.format(paths="\n".join("    " + m for m in MODULES)))
+    (work / "setup.cfg").write_text(CONFIG.format(paths="\n".join("    " + m for m in MODULES),
+                                                  tests="\n".join("    " + t for t in ["tests/mutmut_smoke.py",
+                                                                                          *UNIT_TESTS])))
+
+
+def _sample(args, mutmut: list[str], work: Path, env: dict) -> list[str]:
+    """The sampled mutants: read from ``--sample-file`` when it exists (same seed and size, or refused),
+    else drawn now and written there before any is tested."""
+    path = Path(args.sample_file)
+    if path.exists():
+        fixed = json.loads(path.read_text())
+        if (fixed["seed"], fixed["size"]) != (args.seed, args.sample):
+            raise SystemExit(f"{path} holds the sample of seed {fixed['seed']}, size {fixed['size']}; this run asks "
+                             f"for seed {args.seed}, size {args.sample}. A sample is drawn once: remove the file only "
+                             "to start a new, separately reported study")
+        return fixed["mutants"]
+    subprocess.run([*mutmut, "run", "--max-children", "1", "__none__"], cwd=work, env=env,
+                   capture_output=True, text=True, timeout=args.budget)
+    every = sorted(_statuses(mutmut, work, env))
+    names = sorted(random.Random(args.seed).sample(every, min(args.sample, len(every))))
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"seed": args.seed, "size": args.sample, "generated": len(every), "commit": head,
+                                "modules": MODULES, "tests": ["tests/mutmut_smoke.py", *UNIT_TESTS],
+                                "mutants": names}, indent=1) + "\n")
+    print(f"{len(every)} mutants generated; a sample of {len(names)} drawn with seed {args.seed} -> {path}",
+          flush=True)
+    return names
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--budget", type=int, default=900, help="seconds mutmut may run in this sitting")
+    ap.add_argument("--jobs", type=int, default=1, help="mutants tested at once")
+    ap.add_argument("--sample", type=int, default=0, help="test this many mutants, drawn at random once (0: all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", default=str(ROOT / "runs" / "mutmut-work"), help="kept between sittings")
+    ap.add_argument("--sample-file", default=str(ROOT / "book" / "mutmut-sample.json"))
+    ap.add_argument("--draw-only", action="store_true", help="draw and write the sample, test nothing")
+    ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
+    args = ap.parse_args()
+    mutmut = [str(Path(sys.executable).with_name("mutmut"))]
+    if not Path(mutmut[0]).exists():
+        print(f"mutmut is not installed beside {sys.executable}: run `make mutants`, which installs the "
+              "`mutants` extra (mutmut 3.8.1) first", file=sys.stderr)
+        return 2
+    work = Path(args.work)
+    _prepare(work)
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(work))
-    names: list[str] = []
-    if args.sample:
-        t_gen = time.time()
-        subprocess.run([*mutmut, "run", "--max-children", "1", "__none__"], cwd=work, env=env,
-                       capture_output=True, text=True, timeout=args.budget)
-        args.budget = max(60, args.budget - int(time.time() - t_gen))
-        listed = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env,
-                                capture_output=True, text=True).stdout
-        every = sorted(set(re.findall(r"(posbias\.[\w.]+__mutmut_\d+)", listed)))
-        random.Random(args.seed).shuffle(every)
-        names = every[: args.sample]
-        print(f"{len(every)} mutants generated; testing a random sample of {len(names)}", flush=True)
     t0 = time.time()
+    names = _sample(args, mutmut, work, env) if args.sample else []
+    if args.draw_only:
+        return 0
+    done = _statuses(mutmut, work, env)
+    todo = [n for n in names if done.get(n) not in ("killed", "survived", "timeout", "suspicious")] if names else []
+    print(f"{len(names) - len(todo)} of {len(names)} sampled mutants already tested; testing the rest", flush=True)
     try:
-        subprocess.run([*mutmut, "run", "--max-children", str(args.jobs), *names], cwd=work, env=env,
-                       timeout=args.budget)
+        if todo or not names:
+            subprocess.run([*mutmut, "run", "--max-children", str(args.jobs), *todo], cwd=work, env=env,
+                           timeout=max(60, args.budget - int(time.time() - t0)))
     except subprocess.TimeoutExpired:
-        print(f"stopped after the budget of {args.budget} s", flush=True)
+        print(f"stopped after the budget of {args.budget} s; run it again to go on", flush=True)
     wall = time.time() - t0
-    res = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env, capture_output=True, text=True)
-    status: dict[str, str] = {}
-    for line in res.stdout.splitlines():
-        m = re.match(r"\s*(posbias\.[\w.]+__mutmut_\d+):\s*(\w[\w ]*)", line)
-        if m:
-            status[m.group(1)] = m.group(2).strip()
-    tested = {k: v for k, v in status.items() if v in ("killed", "survived", "timeout", "suspicious")}
+    status = _statuses(mutmut, work, env)
+    scope = names or sorted(status)
+    tested = {k: status[k] for k in scope if status.get(k) in ("killed", "survived", "timeout", "suspicious")}
     killed = sum(v in ("killed", "timeout") for v in tested.values())
     survivors = sorted(k for k, v in tested.items() if v == "survived")
     diffs = {k: subprocess.run([*mutmut, "show", k], cwd=work, env=env, capture_output=True, text=True).stdout
@@ -93,13 +154,12 @@ def main() -> int:
     info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
     cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), platform.machine())
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "posbias", "tests"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
+    lo, hi = wilson(killed, len(tested))
     summary = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": f"{cpu}, {os.cpu_count()} cores",
-               "commit": head.strip() + (" with uncommitted changes" if dirty else ""),
-               "generated": len(status), "tested": len(tested), "killed": killed,
-               "score": killed / len(tested) if tested else None, "wall_seconds": round(wall),
-               "jobs": args.jobs, "sample": args.sample, "survivors": diffs}
+               "commit": head.strip(), "generated": len(status), "sample": len(names), "seed": args.seed,
+               "tested": len(tested), "killed": killed, "score": killed / len(tested) if tested else None,
+               "score_95": [lo, hi], "wall_seconds_this_sitting": round(wall), "jobs": args.jobs,
+               "survivors": diffs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "survivors"}), flush=True)
