@@ -1,0 +1,35 @@
+"""tests/mutmut_run.py's score interval and its fixed sample (the run itself is `make mutants`, not a test)."""
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import mutmut_run  # noqa: E402
+
+
+@pytest.mark.parametrize("k,n", [(90, 100), (380, 400), (0, 10), (400, 400)])
+def test_wilson_interval_is_the_roots_of_the_score_equation(k, n):
+    """The interval's ends solve |p_hat - p| = z sqrt(p (1 - p) / n): the roots of
+    (1 + z^2/n) p^2 - (2 p_hat + z^2/n) p + p_hat^2 = 0, computed here with the quadratic formula."""
+    z, ph = 1.959964, k / n
+    a, b, c = 1 + z * z / n, -(2 * ph + z * z / n), ph * ph
+    disc = math.sqrt(b * b - 4 * a * c)
+    want = ((-b - disc) / (2 * a), (-b + disc) / (2 * a))
+    assert mutmut_run.wilson(k, n) == pytest.approx(want, abs=1e-9)
+
+
+def test_a_committed_sample_is_fixed_and_drawn_from_the_declared_seed():
+    """Where book/mutmut-sample.json is committed it holds 400 distinct mutants of the declared modules,
+    drawn with the Makefile's seed."""
+    path = Path(__file__).resolve().parents[1] / "book" / "mutmut-sample.json"
+    if not path.exists():
+        pytest.skip("no sample drawn yet")
+    s = json.loads(path.read_text())
+    make = (path.parents[1] / "Makefile").read_text()
+    assert f"--sample {s['size']} --seed {s['seed']}" in make and s["size"] == 400
+    assert len(s["mutants"]) == len(set(s["mutants"])) == min(400, s["generated"])
+    mods = {m.removesuffix(".py").replace("/", ".") for m in s["modules"]}
+    assert all(any(name.startswith(m + ".") for m in mods) for name in s["mutants"])
