@@ -135,7 +135,7 @@ def main() -> int:
     if args.draw_only:
         return 0
     done = _statuses(mutmut, work, env)
-    todo = [n for n in names if done.get(n) not in ("killed", "survived", "timeout", "suspicious")] if names else []
+    todo = [n for n in names if done.get(n) in (None, "not checked")] if names else []
     print(f"{len(names) - len(todo)} of {len(names)} sampled mutants already tested; testing the rest", flush=True)
     try:
         if todo or not names:
@@ -146,9 +146,10 @@ def main() -> int:
     wall = time.time() - t0
     status = _statuses(mutmut, work, env)
     scope = names or sorted(status)
-    tested = {k: status[k] for k in scope if status.get(k) in ("killed", "survived", "timeout", "suspicious")}
+    # tested: every verdict mutmut gives; a mutant no test reaches ("no tests") survives, it is not left out
+    tested = {k: status[k] for k in scope if status.get(k) not in (None, "not checked", "skipped")}
     killed = sum(v in ("killed", "timeout") for v in tested.values())
-    survivors = sorted(k for k, v in tested.items() if v == "survived")
+    survivors = sorted(k for k, v in tested.items() if v not in ("killed", "timeout"))
     diffs = {k: subprocess.run([*mutmut, "show", k], cwd=work, env=env, capture_output=True, text=True).stdout
              for k in survivors}
     info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
@@ -159,6 +160,7 @@ def main() -> int:
                "commit": head.strip(), "generated": len(status), "sample": len(names), "seed": args.seed,
                "tested": len(tested), "killed": killed, "score": killed / len(tested) if tested else None,
                "score_95": [lo, hi], "wall_seconds_this_sitting": round(wall), "jobs": args.jobs,
+               "statuses": {v: sum(x == v for x in tested.values()) for v in sorted(set(tested.values()))},
                "survivors": diffs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")

@@ -16,6 +16,8 @@ from urllib.parse import urljoin, urldefrag, urlparse
 import pytest
 import yaml
 
+from posbias.cite import SHORT
+
 pytestmark = pytest.mark.book
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -81,8 +83,10 @@ def test_every_page_renders_in_chromium(server):
 
     base, book = server
     html_root = book["html"]
+    # the short addresses (c/<chapter>.html) are redirects to pages measured here under their own path
     pages = sorted(str(p.relative_to(html_root)) for p in html_root.rglob("*.html")
-                   if "_static" not in p.parts and p.name not in ("genindex.html", "search.html"))
+                   if "_static" not in p.parts and p.name not in ("genindex.html", "search.html")
+                   and p.relative_to(html_root).parts[0] != SHORT)
     shots = html_root / "_screenshots"
     shots.mkdir(exist_ok=True)
     targets = _screenshot_targets(book["root"])
