@@ -456,3 +456,28 @@ def test_sink_share_counts_sequences_and_layers_whose_alpha_passes_the_threshold
     want = [sum(alpha[layer][n][k] > 0.3 for layer in range(2) for n in range(2)) / 4 for k in range(T)]
     assert sink_share(attn, mask).tolist() == pytest.approx(want) and want[0] == 1.0
     assert sink_share(attn, mask, threshold=0.34).tolist() == pytest.approx([0.25, 0.75, 0.5])
+
+
+def test_training_sanity_and_loss_rose_against_hand_values():
+    """A unit whose loss is 1.0 over the first interval, 0.5 over the second and 0.8 at the end: it fell
+    (loss_drop 0.2, best_drop 0.5) and did not end above its first interval (loss_rose is empty; the
+    second interval is not the first). Its worst accuracy 0.25 against chance 1/32 over 6 x 1,000
+    sequences: z = (0.25 - 1/32) / sqrt((1/32)(31/32) / 6000)."""
+    ic = {f"IC_{a}_{b}": 0.25 for a in ("first", "middle", "last") for b in ("first", "middle", "last") if a != b}
+    unit = {"curves": {"step": [0, 10, 20, 30], "loss": [3.4, 1.0, 0.5, 0.8]}, "ic_accuracy": ic,
+            "gaps": {"first-middle": 0.0, "first-last": 0.0, "middle-last": 0.0}}
+    s = ev.training_sanity([unit], 1000)
+    assert (s["loss_drop"], s["best_drop"], s["n_loss_rose"]) == (pytest.approx(0.2), pytest.approx(0.5), 0.0)
+    z = (0.25 - 1 / 32) / ((1 / 32) * (31 / 32) / 6000) ** 0.5
+    assert s["z_chance"] == pytest.approx(z, rel=1e-9) and s["chance"] == 1 / 32
+    assert ev.loss_rose([unit]) == [] and ev.loss_rose([{"curves": {"loss": [3.4, 1.0, 0.5, 1.2]}}]) == [0]
+
+
+def test_training_sanity_with_one_interval_has_no_later_best():
+    """With evaluations at step 0 and one more only, there is no later interval: best_drop is the drop
+    from the first interval to the last, the same interval, 0."""
+    ic = {f"IC_{a}_{b}": 0.25 for a in ("first", "middle", "last") for b in ("first", "middle", "last") if a != b}
+    unit = {"curves": {"step": [0, 10], "loss": [3.4, 1.0]}, "ic_accuracy": ic,
+            "gaps": {"first-middle": 0.0, "first-last": 0.0, "middle-last": 0.0}}
+    s = ev.training_sanity([unit], 1000)
+    assert (s["loss_drop"], s["best_drop"]) == (0.0, 0.0)

@@ -242,3 +242,34 @@ def test_identical_runs_count_once_and_shortcut_networks_are_named():
                                         target_slots=[7]) for k in JITTER]}
     (j,) = claims.judge([e], {"wu-fig-4": varied})
     assert (j.n_runs, j.shortcut, j.share) == (5, [], 1.0)
+
+
+# --- the sampled mutants' survivors in quantities (issue 70): each quantity on keys that differ --------
+
+
+def _alpha_units(alpha_by_key, cfg, seeds=2):
+    """Units whose layer-mean alpha is ``alpha_by_key`` (T,) exactly, for ``seeds`` identical runs."""
+    return [_unit(alpha=alpha_by_key, cfg=cfg) for _ in range(seeds)]
+
+
+def test_key_quantities_read_the_keys_they_name_by_hand():
+    """Hand-made alphas whose keys all differ: excess_difference reads key 1 of both masks (not key 2),
+    prefix_excess the mean of keys k1..k2 (1-based, inclusive), over uniform attention's own alphas."""
+    T = 17
+    causal, window = MemberConfig("causal"), MemberConfig("window", window=4)
+    alpha = torch.linspace(0.9, 0.1, T, dtype=torch.float64)              # every key its own value
+    units = {"causal": _alpha_units(alpha, causal), "window|4": _alpha_units(alpha * 0.5, window)}
+    unif = {c: ev.uniform_sink_alpha(cfg.mask_and_bias(T)[0]) for c, cfg in (("causal", causal), ("window|4", window))}
+    want = (alpha[0] - unif["causal"][0]) - (alpha[0] * 0.5 - unif["window|4"][0])
+    got = q.excess_difference(units, "causal", "window|4").per_seed
+    assert got.tolist() == pytest.approx([float(want)] * 2, abs=1e-12)
+    keys = [2, 4]                                                          # keys 2, 3, 4 (indices 1..3)
+    want = float(sum(alpha[i] - unif["causal"][i] for i in (1, 2, 3)) / 3)
+    assert q.prefix_excess(units, "causal", keys).per_seed.tolist() == pytest.approx([want] * 2, abs=1e-12)
+
+
+def test_sweep_advantage_reads_the_first_and_the_last_slot():
+    sweep = [0.9, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    units = {"c": [_unit(sweep=sweep), _unit(sweep=sweep)]}
+    assert q.sweep_advantage(units, "c", "first", "last").per_seed.tolist() == pytest.approx([0.1, 0.1])
+    assert q.sweep_advantage(units, "c", "last", "first").per_seed.tolist() == pytest.approx([-0.1, -0.1])

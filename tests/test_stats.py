@@ -1,7 +1,7 @@
 """posbias.stats: the mean over runs and its standard error, Student's t, the verdict, Holm's correction."""
 import pytest
 
-from posbias.stats import holm, p_value, seed_mean_se, t_critical, verdict
+from posbias.stats import holm, p_value, rate_verdict, seed_mean_se, t_critical, verdict
 
 
 def test_verdict_and_standard_error():
@@ -120,3 +120,8 @@ def test_family_z_is_bonferroni_two_sided():
         assert m * 2 * st.norm.sf(family_z(m)) == pytest.approx(1e-3, rel=1e-9)
     with pytest.raises(ValueError, match="m >= 1"):
         family_z(0)
+
+
+def test_rate_verdict_on_no_trials_says_nothing_and_is_a_probability():
+    r = rate_verdict(0, 0, 0.5)
+    assert (r["p_above"], r["p_below"], r["verdict"], r["n"]) == (1.0, 1.0, "inconclusive", 0)
