@@ -1,4 +1,5 @@
 """Property tests of posbias.rollout."""
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -206,3 +207,12 @@ def test_row_powers_log_refuses_a_row_with_no_positive_entry():
 
     with pytest.raises(ValueError, match="no positive entry"):
         row_powers(torch.zeros(3, 3, dtype=torch.float64), 2, [1], log=True)
+
+
+def test_row_powers_refuses_bad_depths_with_the_rule():
+    from posbias.rollout import row_powers
+
+    a = torch.full((3, 3), 1 / 3, dtype=torch.float64)
+    for bad in ([], [0]):
+        with pytest.raises(ValueError, match="depths must be a non-empty list of integers >= 1"):
+            row_powers(a, 2, bad)

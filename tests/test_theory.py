@@ -259,3 +259,13 @@ def test_half_weight_rows_memory_does_not_grow_with_the_row(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     n_far, grew_mb = int(out[0]), int(out[1])
     assert n_far > 100_000 and grew_mb < 400, (n_far, grew_mb)
+
+
+def test_refused_inputs_name_what_is_wrong():
+    """A negative distance and a depth below 1 are refused with a message naming the rule (issue 70:
+    mutants that dropped the message, or let depth 0 through, survived the sample)."""
+    with pytest.raises(ValueError, match="distances k must be >= 0"):
+        theory.log_path_count(torch.tensor([-1, 2]), 3)
+    for bad in ([0], [2, 0]):
+        with pytest.raises(ValueError, match="depths must be a non-empty list of integers >= 1"):
+            theory.rope_rollout_row_log(8, bad, 0.3, 1.0)
