@@ -87,3 +87,12 @@ def test_head_mean_rollout_shape(two_layers):
     p = llm.head_mean_rollout(llm.attention_maps(two_layers, ids))
     assert p.shape == (1, 2, 8, 8)
     assert torch.allclose(p.sum(-1), torch.ones(1, 2, 8, dtype=p.dtype))
+
+
+def test_with_special_wraps_each_row_in_one_cls_and_one_sep():
+    class Tok:
+        cls_token_id, sep_token_id = 101, 102
+
+    ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
+    out = llm.sinks.with_special(Tok(), ids)
+    assert out.tolist() == [[101, 5, 6, 7, 102], [101, 8, 9, 10, 102]]

@@ -83,6 +83,10 @@ def test_layer1_moments_check_passes_the_simulation_and_fails_wrong_moments(monk
     res = lnsim.simulate(n=6, d=16, alpha=0.5, depth=1, sims=20000, seed=3)
     ok = lntheory.layer1_moments_check(res, 16, 0.5)
     assert ok["mean_excess"] <= 0 and ok["var_excess"] <= 0
+    # what the chapters print beside the verdict: the predictions and the simulation's own moments
+    assert set(ok) == {"mean_excess", "var_excess", "mean_pred", "var_pred", "mean_mc", "var_mc"}
+    assert ok["mean_mc"] == pytest.approx(ok["mean_pred"], abs=0.05) and ok["var_mc"] == pytest.approx(
+        ok["var_pred"], rel=0.1)
     # the paper's weights drop the log-normal variance: the variance check must fail
     monkeypatch.setattr(lntheory, "layer1_offdiag_moments", lambda d, a: (math.sqrt(d) * a, 0.0))
     bad = lntheory.layer1_moments_check(res, 16, 0.5)

@@ -273,3 +273,27 @@ def test_sweep_advantage_reads_the_first_and_the_last_slot():
     units = {"c": [_unit(sweep=sweep), _unit(sweep=sweep)]}
     assert q.sweep_advantage(units, "c", "first", "last").per_seed.tolist() == pytest.approx([0.1, 0.1])
     assert q.sweep_advantage(units, "c", "last", "first").per_seed.tolist() == pytest.approx([-0.1, -0.1])
+
+
+def test_uniform_rates_use_the_threshold_they_are_given_strictly():
+    """Gu et al.'s rate counts alpha_k > eps, strictly: under a full mask of 4 tokens every alpha is
+    exactly 0.25, so a threshold of 0.25 gives rate 0 at every key; and sink_baseline_rows passes its
+    threshold on (window of 4: key 1's uniform alpha (1 + 1/2 + 1/3 + 1/4) / 4 = 0.52, above 0.3, below 0.6)."""
+    full = MemberConfig("full").mask_and_bias(4)[0]
+    assert q.uniform_sink_rate(full, 0.25).tolist() == [0.0] * 4
+    assert q.uniform_sink_rate(full, 0.2).tolist() == [1.0] * 4
+    T = 17
+    units = {"window|4": [_unit(share=[0.5] * T, alpha=[0.1] * T, cfg=MemberConfig("window", window=4))] * 2}
+    (row,) = q.sink_baseline_rows(units, threshold=0.6)
+    assert row["under uniform attention"] == 0.0
+    (row,) = q.sink_baseline_rows(units, threshold=0.3)
+    assert row["under uniform attention"] == 1.0
+
+
+def test_prefix_rate_margin_leaves_the_last_key_out_by_hand():
+    """Rates 1 at the prefix keys 1-2, 0.2 at keys 3..16 and 0.9 at the last key (which sees only
+    itself): the margin is 1 - 0.2 = 0.8, the last key not counted."""
+    T = 17
+    share = [1.0, 1.0] + [0.2] * (T - 3) + [0.9]
+    units = {"prefix|2": [_unit(share=share, cfg=MemberConfig("prefix", prefix=2))] * 2}
+    assert q.prefix_rate_margin(units, "prefix|2", 2).per_seed.tolist() == pytest.approx([0.8, 0.8])
