@@ -269,3 +269,13 @@ def test_refused_inputs_name_what_is_wrong():
     for bad in ([0], [2, 0]):
         with pytest.raises(ValueError, match="depths must be a non-empty list of integers >= 1"):
             theory.rope_rollout_row_log(8, bad, 0.3, 1.0)
+
+
+def test_decay_distance_refuses_m_zero_and_rope_bounds_meet_at_k_zero():
+    """m = 0 is refused with the reason (the profile grows without bound), not a division by zero; at
+    k = 0 the only composition is all zeros, so both RoPE bounds equal log h_L(0) = beta L exactly."""
+    with pytest.raises(ValueError, match="grows without bound"):
+        theory.decay_critical_distance(4, 0.0)
+    for depth, beta in ((2, 1.3), (5, 0.4)):
+        lo, hi = theory.rope_profile_bounds_log(torch.tensor([0.0]), depth, 0.2, beta)
+        assert float(lo[0]) == pytest.approx(beta * depth, abs=1e-12) and float(hi[0]) == pytest.approx(beta * depth)
