@@ -85,6 +85,10 @@ def test_units_trained_before_the_freeze_are_refused_and_after_it_judged(frozen_
     monkeypatch.setattr(campaigns, "lookup_record", _fake_lookup(units, fz.frozen_at - timedelta(minutes=1)))
     with pytest.raises(confirm.ConfirmationError, match="before the freeze"):
         confirm.judge_confirmatory(path=path)
+    undated = _fake_lookup(units, fz.frozen_at)
+    monkeypatch.setattr(campaigns, "lookup_record", lambda u: (lambda r: r and {**r, "provenance": {}})(undated(u)))
+    with pytest.raises(confirm.ConfirmationError, match="records no start of training"):
+        confirm.judge_confirmatory(path=path)
     monkeypatch.setattr(campaigns, "lookup_record", _fake_lookup(units, fz.frozen_at + timedelta(minutes=1)))
     got = confirm.confirmation_units(fz, ["wu-fig-2"])
     assert got["wu-fig-2"]["No PE|4"] == [None] * 5

@@ -131,11 +131,13 @@ def code_changes(fz: Frozen | None = None) -> list[str]:
     return [p for p in CODE if fz.code.get(p) != now[p]]
 
 
-def _started(rec: Mapping[str, Any]) -> datetime:
-    """When the unit's training began: the earliest start over its sittings and its record."""
+def _started(rec: Mapping[str, Any]) -> datetime | None:
+    """When the unit's training began: the earliest start over its sittings and its record (None when
+    its provenance records none: such a unit cannot show that it trained after the freeze)."""
     prov = rec.get("provenance", {})
     times = [s.get("started") for s in prov.get("sittings") or []] + [prov.get("started")]
-    return min(datetime.fromisoformat(t) for t in times if t)
+    times = [datetime.fromisoformat(t) for t in times if t]
+    return min(times) if times else None
 
 
 def confirmation_units(fz: Frozen, campaigns: Sequence[str], profile: str = PROFILE,
@@ -158,8 +160,11 @@ def confirmation_units(fz: Frozen, campaigns: Sequence[str], profile: str = PROF
                 if u.test_seed != fz.test_seed:
                     bad.append(f"{c} {label} seed {u.seed}: test draw {u.test_seed}, the freeze's is {fz.test_seed}")
                 rec = lookup_record(u)
-                if rec is not None and _started(rec) < fz.frozen_at:
-                    bad.append(f"{c} {label} seed {u.seed}: trained from {_started(rec).isoformat()}, before the "
+                began = None if rec is None else _started(rec)
+                if rec is not None and began is None:
+                    bad.append(f"{c} {label} seed {u.seed}: its provenance records no start of training")
+                elif began is not None and began < fz.frozen_at:
+                    bad.append(f"{c} {label} seed {u.seed}: trained from {began.isoformat()}, before the "
                                f"freeze ({fz.frozen_at.isoformat()})")
                 row.append(None if rec is None else rec["result"])
             out[c][label] = row
