@@ -388,11 +388,15 @@ def half_weight_rows(m: float, theta_slow: float, beta: float, d: int, base: flo
     (the slowest pair alone) and ``w_all`` (all ``d/2`` pairs, aligned query and key with equal norm per
     pair, the same total logit scale ``beta``), each ``(n_far,)``; and ``half_decay``, ``half_rope``,
     ``half_all``: the first ``k`` whose weight is at most one half (``half_all`` is ``-1`` if none).
+    A ``beta`` at most ``ln 2 / 2``, where even the slowest pair never halves, is refused.
     """
     from posbias.attention import rope_angles
 
     pred = half_weight_distance_rope(theta_slow, beta)
-    n_far = int(min(2 * pred, math.pi / theta_slow)) + 2 if math.isfinite(pred) else 4096
+    if not math.isfinite(pred):
+        raise ValueError(f"beta = {beta:g} is at most ln 2 / 2 = 0.3466: the slowest pair's weight never halves "
+                         "(it stays above e^(-2 beta) > 1/2); raise beta above 0.3466")
+    n_far = int(min(2 * pred, math.pi / theta_slow)) + 2
     n_far = max(n_far, math.ceil(half_weight_distance_decay(m)) + 2)     # the decay row must reach its half too
     w_decay = torch.exp(-m * torch.arange(n_far, dtype=torch.float64))
     s_rope = rope_row_scores(n_far, theta_slow, beta)

@@ -59,6 +59,8 @@ def test_rising_detects_accuracy_still_rising_beyond_its_noise():
     # one evaluation interval's rise of 0.01 over 6 x 1000 sequences: 1.5 binomial SE, not beyond t(1 df)
     assert not ev.rising(curve(0.5, 0.51), 1000) and ev.rising(curve(0.5, 0.51), 10**7)
     assert not ev.rising(curve(0.5), 1000)                           # one evaluation: nothing to compare
+    # the level is the one asked for: 1.5 SE is beyond t(1 df) at level 0.5 (1.0), not at 0.05 (12.7)
+    assert ev.rising(curve(0.5, 0.51), 1000, level=0.5) and not ev.rising(curve(0.5, 0.51), 1000, level=0.05)
     # units stopped by a rule at different steps: each compared with its own previous evaluation
     ragged = curve(0.1, 0.3, 0.6)[:1] + [{"curves": {"step": [0, 1, 2, 3, 4], **{n: [0.1, 0.2, 0.3, 0.4, 0.7]
                                                                                for n in names}}}]
@@ -108,6 +110,23 @@ def test_check_training_late_rise_ok_refuses_only_a_network_that_never_learned(f
         verdicts[prefix] = next(c["passed"] for c in report.record()["checks"] if c["name"] == f"{prefix}loss-falls")
     assert verdicts == {"a-": False, "b-": True, "c-": False}
     assert report.record()["values"]["b_n_loss_rose"] == 1
+
+
+def test_check_training_returns_and_glues_the_median_and_the_margin_over_chance(fresh):
+    """Three sound networks with mean accuracies 0.2, 0.3 and 0.5 (all judged): the median is 0.3, the worst
+    is 0.2 and its margin over chance is (0.2 - 1/32) / sqrt(p (1 - p) / (6 n_test)), p = 1/32."""
+    import math
+
+    from posbias import report
+    from posbias.evaluate import check_training
+    names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+    units = [_unit({n: a for n in names}, loss=(0.0, 3.2, 3.0, 2.9)) for a in (0.5, 0.2, 0.3)]
+    s = check_training(units, 1000, steps=1000)
+    values = report.record()["values"]
+    p = 1 / 32
+    z = (0.2 - p) / math.sqrt(p * (1 - p) / 6000)
+    assert s["accuracy_median"] == pytest.approx(0.3, abs=1e-12) and values["acc_median"] == pytest.approx(0.3)
+    assert values["acc_min"] == pytest.approx(0.2) and values["z_chance"] == pytest.approx(z, rel=1e-9)
 
 
 def test_attention_residual_sees_mass_outside_the_mask():

@@ -317,6 +317,60 @@ def test_score_map_grid_draws_one_panel_per_row_width_and_layer():
     assert panels[0].get_title().startswith("LN\nd=8, layer 1") and panels[-1].get_title().endswith("layer 2")
 
 
+def test_plot_score_map_scales_colour_to_the_strictly_lower_entries():
+    """Diagonal 0 (below every off-diagonal entry) and the off-diagonal range 1..6 with its minimum on the
+    first subdiagonal: the colour range is exactly (1, 6); the colour map is the one asked for, RP is
+    written right-aligned in the corner, and the masked triangle is blank."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from posbias import lnsim
+
+    s = np.array([[0.0, 9, 9, 9], [1.0, 0, 9, 9], [4.0, 2, 0, 9], [6.0, 5, 3, 0]])
+    fig, ax = plt.subplots()
+    im = lnsim.plot_score_map(ax, s, "t", rp=0.5, cmap="magma")
+    assert im.get_clim() == (1.0, 6.0) and im.get_cmap().name == "magma"
+    assert np.ma.getmaskarray(im.get_array()).tolist() == np.triu(np.ones((4, 4), dtype=bool), 1).tolist()
+    (text,) = ax.texts
+    assert text.get_text() == "RP=0.50" and text.get_ha() == "right"
+    assert lnsim.plot_score_map(ax, s).get_cmap().name == "viridis"
+    assert lnsim.plot_score_map(ax, s, offdiag_scale=False).get_clim() == (0.0, 6.0)
+    plt.close(fig)
+
+
+def test_score_map_grid_sizes_panels_by_the_grid():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from posbias import lnsim
+
+    res = {("LN", d): lnsim.simulate(n=4, d=d, depth=3, sims=10, seed=0) for d in (8, 16)}
+    fig = lnsim.score_map_grid([("LN", {})], res, [8, 16], 3, "t")
+    assert tuple(fig.get_size_inches()) == pytest.approx((1.9 * 3 * 2, 1.9 * 1))
+
+
+def test_simulate_slope_variance_by_two_passes_in_float64():
+    """The one-pass sums of the slopes and their squares (float64) against the two-pass variance of the
+    per-simulation slopes: to 1e-11 relative (float32 sums would be off near 1e-7)."""
+    r = lnsim.simulate(n=5, d=8, alpha=0.2, depth=3, sims=700, seed=1)
+    g = torch.Generator().manual_seed(1 * 1_000_003 + 0)
+    sc, _ = lnsim.stack_forward(lnsim.sample_inputs(700, 5, 8, 0.2, g), 3)
+    slopes = (torch.nan_to_num(sc) * lnsim.slope_contrast(5)).sum((-1, -2))      # (sims, T)
+    np.testing.assert_allclose(r.slope_var, slopes.var(0).numpy(), rtol=1e-11, atol=0)
+
+
+def test_simulate_defaults_are_kim_et_als_settings():
+    """Kim et al. (EXPERIMENTS.md): S = 10 tokens, d = 64 (a main width), 4 layers, 100,000 simulations;
+    LayerNorm on and no residual by default."""
+    import inspect
+
+    p = inspect.signature(lnsim.simulate).parameters
+    assert {k: p[k].default for k in ("n", "d", "depth", "sims", "layernorm", "residual")} == dict(
+        n=10, d=64, depth=4, sims=100_000, layernorm=True, residual=False)
+
+
 def test_last_row_increments():
     from posbias import lnsim
 

@@ -297,3 +297,29 @@ def test_prefix_rate_margin_leaves_the_last_key_out_by_hand():
     share = [1.0, 1.0] + [0.2] * (T - 3) + [0.9]
     units = {"prefix|2": [_unit(share=share, cfg=MemberConfig("prefix", prefix=2))] * 2}
     assert q.prefix_rate_margin(units, "prefix|2", 2).per_seed.tolist() == pytest.approx([0.8, 0.8])
+
+
+def test_prefix_rate_margin_baseline_reads_keys_after_the_prefix_up_to_the_last_by_hand():
+    """Prefix of 1 over 5 tokens: uniform attention's rates are 1, 1, 0, 0, 0 (alpha 0.46, 0.32, 0.26, 0.23,
+    0.2 against 0.3), so the baseline is 1 - mean(1, 0, 0) = 2/3 over keys 2..4 (the last key left out;
+    keys 2..3 alone would give 1/2)."""
+    T, cfg = 5, MemberConfig("prefix", prefix=1)
+    assert q.uniform_sink_rate(cfg.mask_and_bias(T)[0]).tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+    units = {"prefix|1": [_unit(share=[0.9, 0.5, 0.1, 0.1, 0.7], cfg=cfg)] * 2}
+    m = q.prefix_rate_margin(units, "prefix|1", 1)
+    assert m.baseline == pytest.approx(2 / 3) and m.per_seed.tolist() == pytest.approx([0.9 - 0.7 / 3] * 2)
+
+
+@pytest.mark.parametrize("kind", ["causal", "window", "prefix"])
+@pytest.mark.parametrize("T", [3, 5, 9, 17])
+def test_uniform_alpha_never_rises_with_the_key(kind, T):
+    """Under every mask the library trains (causal, window, prefix) a later key is seen by no more queries,
+    each with no larger uniform weight: uniform alpha and rate never rise with the key. So the last key
+    can never raise the largest uniform rate of keys 2..T-1 (rate_margin's baseline leaves it out
+    for the networks, where it can: the last key sees only itself)."""
+    cfgs = ([MemberConfig("causal")] if kind == "causal" else
+            [MemberConfig(kind, **{"window" if kind == "window" else "prefix": size}) for size in range(1, T + 1)])
+    for cfg in cfgs:
+        a = ev.uniform_sink_alpha(cfg.mask_and_bias(T)[0])
+        assert bool((a[1:] <= a[:-1] + 1e-15).all()), (cfg, a.tolist())
+

@@ -1,4 +1,6 @@
 """Property tests of posbias.rollout."""
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -48,6 +50,15 @@ def test_row_powers_matches_matrix_power():
         assert torch.allclose(r, torch.linalg.matrix_power(a, L)[5], atol=1e-14)
 
 
+def test_row_powers_stops_at_the_deepest_power_asked():
+    """A nilpotent shift (row 1 of A is e_0, and e_0 A = 0): A^1 is asked for, A^2 has no positive entry;
+    the log rows are defined up to the deepest power asked, and the next one is never formed."""
+    a = torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    assert row_powers(a, 1, [1], log=True).tolist() == [[0.0, -math.inf]]
+    with pytest.raises(ValueError, match="row 1 of A\\^2 has no positive entry"):
+        row_powers(a, 1, [1, 2], log=True)
+
+
 def test_residual_rollout_keeps_half_on_self_after_one_layer():
     a = masked_softmax(torch.zeros(1, 4, 4, dtype=torch.float64), make_mask("causal", 4))
     p = rollout(a, residual=True)[0]
@@ -79,6 +90,9 @@ def test_causal_bound_ratios_hold_on_random_stacks_and_match_a_direct_count():
                 for j in range(1, n):       # 0-based j: j earlier positions
                     sharp = max(sharp, float(p[s, t, i, j:].sum()) / (1 - j * eps_min) ** (t + 1))
     assert math.isclose(r["generic"], generic, rel_tol=1e-9) and math.isclose(r["sharp"], sharp, rel_tol=1e-9)
+    last = max((1 - float(p[s, depth - 1, i, 0])) / (1 - eps) ** depth for s in range(3) for i in range(n))
+    before = max((1 - float(p[s, depth - 2, i, 0])) / (1 - eps) ** depth for s in range(3) for i in range(n))
+    assert math.isclose(r["last"], last, rel_tol=1e-9) and not math.isclose(before, last, rel_tol=1e-3)
 
 
 def test_first_mass_drops_counts_a_row_that_loses_mass():

@@ -226,10 +226,59 @@ def test_peak_directions():
     assert not theory.peak_directions({**pk, (0.2, 2): 4}, lo, hi)["non-increasing in x"]
 
 
+def test_peak_directions_fails_when_any_forced_rate_stays_put():
+    """Two forced rates, the first stays put and the second moves: the verdict is the conjunction
+    over every forced rate (not the last one's alone)."""
+    pk = {(0.1, 2): 3, (0.1, 4): 3, (0.2, 2): 1, (0.2, 4): 2}
+    lo = {(0.1, 2): 3, (0.1, 4): 5, (0.2, 2): 1, (0.2, 4): 2}
+    hi = {(0.1, 2): 4, (0.1, 4): 6, (0.2, 2): 1, (0.2, 4): 3}
+    d = theory.peak_directions(pk, lo, hi)
+    assert d["forced"] == 2 and not d["moves where forced"]
+    assert theory.peak_directions({**pk, (0.1, 4): 5}, lo, hi)["moves where forced"]
+
+
+def test_decay_peaks_skips_a_point_by_its_stated_spread():
+    """m = 1, L = 2: the negative binomial's spread sqrt(L e^-m)/(1 - e^-m) is 1.357 (not sqrt(L/e^-m)/(..),
+    3.689): k* + 10 spread + 10/m = 24.15, so a row of n = 25 keeps the point and one of 24 skips it."""
+    g = math.exp(-1.0)
+    edge = theory.decay_critical_distance_stirling(2, 1.0) + 10 * math.sqrt(2 * g) / (1 - g) + 10
+    assert 24 < edge < 25
+    rows, skipped = theory.decay_peaks(25, [1.0], [2])
+    assert [r["L"] for r in rows] == [2] and skipped == []
+    assert theory.decay_peaks(24, [1.0], [2]) == ([], [(1.0, 2)])
+
+
 def test_decay_peaks_admissible_range_holds_the_exact_peak():
     rows, _ = theory.decay_peaks(400, [0.2231, 1.0], [1, 2, 8])
     assert rows and all(r["k_lo"] <= r["k_exact"] <= r["k_hi"] and r["k_lo"] <= r["k_hat"] <= r["k_hi"]
                         for r in rows)
+
+
+def test_half_weight_rows_all_pairs_by_the_cosine_sum():
+    """All d/2 pairs aligned, equal norm per pair: the key at distance k scores (2 beta/d) sum_p cos(k theta_p)
+    with theta_p = base^(-2p/d). Written out at base 100, d = 4 (so a default base of 10,000, the query
+    one position off, or scores held in float32 (1e-7 relative, 1e-8 here) show)."""
+    import numpy as np
+
+    m, beta, d, base = -math.log(0.8), 0.5, 4, 100.0
+    hw = theory.half_weight_rows(m, theory.rope_slowest_angle(d, base), beta, d, base)
+    k = np.arange(hw["n_far"])[:, None]
+    theta = base ** (-np.arange(0, d, 2) / d)
+    s = 2 * beta / d * np.cos(k * theta).sum(1)
+    assert hw["w_all"].dtype == torch.float64
+    np.testing.assert_allclose(hw["w_all"].numpy(), np.exp(s - s[0]), rtol=1e-13, atol=0)
+    assert hw["half_all"] == int(np.nonzero(np.exp(s - s[0]) <= 0.5)[0][0]) == 16
+
+
+def test_half_weight_rows_says_when_all_pairs_never_halve_and_refuses_a_slowest_pair_that_cannot():
+    """At beta = 0.35 (just above ln 2 / 2 = 0.347, where the slowest pair's weight still halves) the
+    pairs together stay above 0.505 over the whole row (base 100, d = 4): ``half_all`` is -1. Below
+    ln 2 / 2 no pair can halve (the weight never falls under e^(-2 beta)): refused by name."""
+    th = theory.rope_slowest_angle(4, 100.0)
+    hw = theory.half_weight_rows(-math.log(0.8), th, 0.35, 4, 100.0)
+    assert float(hw["w_all"].min()) > 0.5 and hw["half_all"] == -1 and hw["half_rope"] == 30
+    with pytest.raises(ValueError, match="beta = 0.3 .*never halves"):
+        theory.half_weight_rows(-math.log(0.8), th, 0.3, 4, 100.0)
 
 
 def test_half_weight_rows_in_chunks_equal_one_product(monkeypatch):
