@@ -10,7 +10,7 @@ import torch
 from posbias import claims
 from posbias.claims import confirm
 from posbias.training import campaigns
-from posbias.training.units import CONFIRM_TEST_SEED, SINK_SEED, TEST_SEED, Unit
+from posbias.training.units import CONFIRM_TEST_SEED, SINK_SEED, TEST_SEED, Unit, unit_key
 
 from test_claims import _seeds
 
@@ -57,8 +57,19 @@ def test_an_edited_frozen_register_is_refused(frozen_copy):
         confirm.frozen(path)
 
 
-def test_a_register_that_differs_from_the_frozen_one_gets_no_confirmatory_verdict(frozen_copy):
+def test_a_label_with_spaces_reads_back_and_a_header_without_its_date_is_refused(frozen_copy, monkeypatch):
+    path, _ = frozen_copy
+    spaced = path.with_name("spaced.yml")
+    monkeypatch.setattr(confirm, "SEEN", {"wu-fig-2": {"No PE|2": (5, 6)}})
+    assert confirm.freeze(spaced).seen == {"wu-fig-2 No PE|2": (5, 6)}
+    path.write_text("\n".join(ln for ln in path.read_text().splitlines() if not ln.startswith("# frozen_at")) + "\n")
+    with pytest.raises(confirm.ConfirmationError, match="header lacks frozen_at"):
+        confirm.frozen(path)
+
+
+def test_a_register_that_differs_from_the_frozen_one_gets_no_confirmatory_verdict(frozen_copy, monkeypatch):
     path, fz = frozen_copy
+    monkeypatch.setattr(campaigns, "lookup_record", lambda u: None)     # no stored unit: every entry waits
     changed = fz.text.replace("level: 0.05", "level: 0.10")
     with pytest.raises(confirm.ConfirmationError, match="differs from the one frozen"):
         confirm.judge_confirmatory(changed, path=path)
@@ -147,14 +158,19 @@ def test_the_committed_freeze_precedes_every_confirmation_unit():
     if git.returncode != 0 or not git.stdout.strip():
         pytest.skip("no git history here to order the freeze and the units")
     freeze_commit = git.stdout.split()[-1]
-    commits = set()
+    commits, stored = set(), 0
     for c in ("wu-fig-2", "wu-fig-5", "wu-fig-6"):
         for us in campaigns.units_of(c, "confirm", {}).values():
             for u in us:
                 rec = campaigns.lookup_record(u)
-                for s in (rec or {}).get("provenance", {}).get("sittings") or []:
-                    if (s.get("git") or {}).get("commit"):
-                        commits.add(s["git"]["commit"])
+                if rec is None:
+                    continue
+                stored += 1
+                mine = {(s.get("git") or {}).get("commit") for s in rec["provenance"].get("sittings") or []} - {None}
+                assert mine, f"confirmation unit {unit_key(u)} records no commit for any of its sittings"
+                commits |= mine
+    if not stored:
+        pytest.skip("no confirmation unit is stored yet: nothing to order against the freeze")
     for c in commits:
         anc = subprocess.run(["git", "merge-base", "--is-ancestor", freeze_commit, c], cwd=ROOT)
         assert anc.returncode == 0, f"a confirmation unit trained at {c}, which does not descend from the freeze"

@@ -247,7 +247,7 @@ def test_training_time_counts_each_ensemble_and_each_split_once():
 
 
 @pytest.mark.parametrize("chapter", [c for c in train.CHAPTER_CAMPAIGNS if c != "sinks-synthetic-vs-real"])
-@pytest.mark.parametrize("profile", ["default", "smoke", "paper", "converged", "budget"])
+@pytest.mark.parametrize("profile", ["default", "smoke", "paper", "converged", "budget", "confirm"])
 def test_profiles_repeat_the_chapters_front_matter(chapter, profile):
     """A chapter's front matter is the one source of its training settings: train.PROFILES, which
     the scoreboard and the benchmarks use, must say the same for every trained chapter and profile
@@ -255,7 +255,7 @@ def test_profiles_repeat_the_chapters_front_matter(chapter, profile):
     from posbias.chapters import get_chapter
 
     if profile not in get_chapter(chapter).profile_names():
-        assert profile not in train.PROFILES or profile in ("converged", "budget")
+        assert profile not in train.PROFILES or profile in ("converged", "budget", "confirm")
         return
     params = get_chapter(chapter).resolve(profile)
     experiment, _, overrides = train.chapter_campaign(chapter, params)

@@ -20,11 +20,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import NOT_YET, REGISTER, Entry, Judged, Register, counts, judge, load
+from . import NOT_YET, REGISTER, Entry, Judged, Register, judge, load
 
 __all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
            "confirmation_units", "judge_confirmatory", "code_changes", "agreement", "live_is_frozen",
-           "confirm_counts", "CAMPAIGNS", "plan"]
+           "CAMPAIGNS", "plan"]
 
 FROZEN = REGISTER.with_name("wu2025.frozen.yml")
 #: The first seed of the confirmation networks: no unit with a lower seed enters the column.
@@ -111,11 +111,16 @@ def frozen(path: Path = FROZEN) -> Frozen:
         if m and m[1] == "code":
             p, h = m[2].split()
             meta["code"][p] = h
-        elif m and m[1] == "seen":
-            c, label, seeds = m[2].split()
+        elif m and m[1] == "seen":                     # "<campaign> <label, maybe with spaces> <seeds>"
+            c, rest = m[2].split(" ", 1)
+            label, seeds = rest.rsplit(" ", 1)
             meta["seen"][f"{c} {label}"] = tuple(int(x) for x in seeds.split(","))
         elif m:
             meta[m[1]] = m[2].strip()
+    missing = [k for k in ("sha256", "frozen_at", "test_seed", "first_seed") if k not in meta]
+    if missing:
+        raise ConfirmationError(f"{path}: the header lacks {', '.join(missing)}; restore the file with "
+                                "`git checkout -- posbias/claims/wu2025.frozen.yml`")
     if _sha(text) != meta.get("sha256"):
         raise ConfirmationError(f"{path}: the register below its header no longer matches the SHA-256 it was "
                                 "frozen with; restore it with `git checkout -- posbias/claims/wu2025.frozen.yml`")
@@ -209,12 +214,6 @@ def live_is_frozen(fz: Frozen | None = None) -> bool:
     """Is the book's register (``wu2025.yml``) still the frozen one?"""
     fz = fz or frozen()
     return _sha(REGISTER.read_text()) == fz.sha256
-
-
-def confirm_counts(judged: Sequence[Judged]) -> dict[str, int]:
-    """:func:`posbias.claims.counts` after Holm, for the confirmatory column."""
-    return counts(judged, True)
-
 
 
 #: The campaigns the confirmation trains, in the order planned: Figure 2, then Appendix K.2 (Figure 5's
