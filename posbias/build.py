@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .provenance import ROOT, canonical_json, git_state, source_date_epoch
+from .store import atomic_write_text
 
 __all__ = ["EXECUTED", "toc_chapters", "run_all", "write_generated_pages", "jupyter_book", "build", "build_pdf",
            "pdf_path", "latex_problems"]
@@ -211,7 +212,12 @@ def build(profile: str = "default", jobs: int = 1, builder: str = "html", chapte
         print(f"posbias build: jupyter-book failed (exit {code}) after {wall:.0f} s", file=sys.stderr)
         return code
     if builder == "html":
-        write_redirects(all_chapters)
+        try:
+            write_redirects(all_chapters)
+        except FileNotFoundError as e:
+            print(f"posbias build: the book built, but its short addresses could not be written: {e}",
+                  file=sys.stderr)
+            return 1
     where = {"html": ROOT / "_build" / "html" / "index.html", "pdflatex": pdf_path()}.get(
         builder, ROOT / "_build" / builder)
     what = "Open the PDF" if builder == "pdflatex" else "Open the book"
@@ -225,14 +231,15 @@ def write_redirects(chapters: list[str], html: Path | None = None) -> list[Path]
     from .cite import SHORT
 
     html = html or ROOT / "_build" / "html"
+    missing = [cid for cid in chapters if not (html / "book" / "_executed" / cid / f"{cid}.html").exists()]
+    if missing:                                        # checked before any is written
+        raise FileNotFoundError(f"no built page for chapter(s) {', '.join(missing)} under {html}; build the book first")
     out = []
     for cid in chapters:
         target = f"../book/_executed/{cid}/{cid}.html"
-        if not (html / "book" / "_executed" / cid / f"{cid}.html").exists():
-            raise FileNotFoundError(f"no built page for chapter {cid} under {html}; build the book first")
         path = html / SHORT / f"{cid}.html"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{cid}</title>\n'
+        atomic_write_text(path, f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{cid}</title>\n'
                         f'<meta http-equiv="refresh" content="0; url={target}">\n'
                         f'<link rel="canonical" href="{target}">\n'
                         f'</head><body><p>This chapter is at <a href="{target}">{target}</a>.</p></body></html>\n')

@@ -78,7 +78,7 @@ def verify_data(log=print) -> list[str]:
                 log(f"ok  {name} (part of a checkpoint of unfinished work)")
         else:
             rec = json.loads(path.read_text())
-            if store._result_hash(rec.get("result")) != rec.get("result_sha256"):
+            if store.result_hash(rec.get("result")) != rec.get("result_sha256"):
                 problems.append(f"{name}: embedded result hash mismatch")
             elif "provenance" not in rec:
                 problems.append(f"{name}: no provenance")

@@ -48,10 +48,14 @@ def figure_note(prov: dict[str, Any]) -> str:
     if ev:
         how = ("drawn from stored results" if prov.get("data_scope") == "drawn"
                else "made in a run that read stored results")
-        return (f"Reproduced figure {how}: {ev['words']}; {ev['files']} data "
+        note = (f"Reproduced figure {how}: {ev['words']}; {ev['files']} data "
                 f"file{'s' if ev['files'] != 1 else ''} (list sha256 {ev['list_sha256']})")
-    params = json.dumps(prov.get("parameters", {}), sort_keys=True).replace("{", "(").replace("}", ")")
-    return f"Reproduced figure computed in the run; profile {prov.get('profile', '')}; parameters {params}"
+    else:
+        how = ("drawing no stored result (none was stored when it was made)" if prov.get("data_scope") == "drawn"
+               else "computed in the run")
+        params = json.dumps(prov.get("parameters", {}), sort_keys=True)
+        note = f"Reproduced figure {how}; profile {prov.get('profile', '')}; parameters {params}"
+    return note.replace("{", "(").replace("}", ")")          # braces would end the BibTeX field
 
 
 def rerun_command(chapter: str, params: dict[str, Any], defaults: dict[str, Any]) -> str:

@@ -59,17 +59,19 @@ def data_files(results: Any) -> list[dict[str, str]]:
     return [out[k] for k in sorted(out)]
 
 
-def stored_file(experiment: str, params: dict[str, Any], version: int | str = 1) -> dict[str, str] | None:
+def stored_file(experiment: str, params: dict[str, Any], version: int | str = 1) -> dict[str, str]:
     """The file entry of the stored result ``(experiment, params, version)`` (``data/...`` when committed,
-    else ``<cache>/...``), or None when it is not stored: for a figure that draws another experiment's
-    result beside trained networks (``data_files`` passes such entries through)."""
+    else ``<cache>/...``): for a figure that draws another experiment's result beside trained networks
+    (``data_files`` passes such entries through). A result that is not stored is an error: a figure
+    must not claim a file it cannot name."""
     from . import store
 
     name = store.result_name(experiment, params, version)
     for path, shown in ((store.DATA / name, f"data/{name}"), (store.cache_dir() / name, CACHE_PREFIX + name)):
         if path.exists():
             return {"path": shown, "sha256": store.file_hash(path)}
-    return None
+    raise FileNotFoundError(f"a figure draws {experiment} ({name}), which is neither in data/ nor in the cache: "
+                            "compute and store it before the figure is saved")
 
 
 def portable(entries: list[dict[str, str]]) -> list[dict[str, str]]:

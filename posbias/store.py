@@ -39,7 +39,7 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 __all__ = ["DATA", "MANIFEST", "DataError", "WriteError", "write_error", "cache_dir", "key_of", "cached",
            "checkpoint_dir", "atomic_write", "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest",
            "locked", "READ_HOOKS", "on_read", "lookup", "lookup_record", "result_name", "is_stored", "usable_entry",
-           "file_hash", "CACHE_PREFIX"]
+           "file_hash", "result_hash", "CACHE_PREFIX"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -223,7 +223,8 @@ def load_manifest() -> dict[str, str]:
     return dict(_MANIFESTS[k])
 
 
-def _result_hash(result: Any) -> str:
+def result_hash(result: Any) -> str:
+    """The SHA-256 a stored record keeps of its result (``result_sha256``): canonical JSON of the result."""
     return sha256_bytes(canonical_json(to_jsonable(result)).encode())
 
 
@@ -244,7 +245,7 @@ def _check_entry(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         if expected is not None and file_hash(path) != expected:
             return None, "SHA-256 differs from the hash stored with it"
         rec = json.loads(path.read_text())
-        if _result_hash(rec["result"]) != rec["result_sha256"]:
+        if result_hash(rec["result"]) != rec["result_sha256"]:
             raise ValueError("embedded result hash mismatch")
     except (ValueError, KeyError, TypeError) as e:
         return None, f"damaged or edited result ({type(e).__name__}: {str(e)[:120]})"
@@ -291,7 +292,7 @@ def _read_committed(name: str) -> dict[str, Any] | None:
                         f"truncated); {_fix(name)}")
     try:
         rec = json.loads(path.read_text())
-        ok = _result_hash(rec["result"]) == rec["result_sha256"]
+        ok = result_hash(rec["result"]) == rec["result_sha256"]
     except (ValueError, KeyError, TypeError):
         ok = False
     if not ok:
@@ -391,7 +392,7 @@ def cached(
                 "version": str(version),
                 "params": to_jsonable(params),
                 "result": result,
-                "result_sha256": _result_hash(result),
+                "result_sha256": result_hash(result),
                 "provenance": {**collect(started=started,
                                          wall_seconds=round(wall if wall_seconds is None else wall_seconds, 3),
                                          seeds=seeds, device=device), **to_jsonable(extra_provenance or {})},

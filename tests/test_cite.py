@@ -79,3 +79,22 @@ def test_footer_shows_the_command_and_every_parameter():
     assert "Re-run this chapter" in md and rerun_command("wu-thm-4-1", params, defaults) in md
     for name in ch.params:
         assert f"| `{name}` |" in md
+
+
+def test_figure_note_says_what_a_figure_is_made_of_and_keeps_bibtex_braces_out():
+    from posbias.cite import figure_note
+
+    ev = {"words": 'a setting {"x": 1}', "files": 1, "list_sha256": "abc"}
+    drawn = figure_note({"evidence": ev, "data_scope": "drawn"})
+    assert drawn == 'Reproduced figure drawn from stored results: a setting ("x": 1); 1 data file (list sha256 abc)'
+    empty = figure_note({"evidence": None, "data_scope": "drawn", "profile": "smoke", "parameters": {"a": {"b": 2}}})
+    assert empty.startswith("Reproduced figure drawing no stored result") and "{" not in empty
+    assert figure_note({"profile": "smoke", "parameters": {}}).startswith("Reproduced figure computed in the run")
+
+
+def test_a_figure_cannot_name_a_stored_result_that_is_not_there(tmp_path, monkeypatch):
+    from posbias import evidence
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="neither in data/ nor in the cache"):
+        evidence.stored_file("sinks-streaming", {"no": "such"})
