@@ -126,12 +126,22 @@ class Scoreboard:
         the register), confirmatory verdict (seeds 5-9, after Holm over the entries judged), the
         configurations read before the freeze, and whether the two verdicts agree."""
         import pandas as pd
-        from .claims import confirm
 
-        rows = confirm.agreement(self.judged, self.confirmatory, seen=lambda e: self.partly_seen.get(e.id, []))
+        rows = [dict(r) for r in self.agreement()]
         for r in rows:
             r["agree"] = "" if r["agree"] is None else ("yes" if r["agree"] else "no")
         return pd.DataFrame(rows, columns=["claim", "figure", "exploratory", "confirmatory", "partly seen", "agree"])
+
+    def agreement(self) -> list[dict[str, Any]]:
+        """:func:`posbias.claims.confirm.agreement` of this board: one row per frozen entry, in its order
+        (the one place the two columns are compared)."""
+        from .claims import confirm
+
+        return confirm.agreement(self.judged, self.confirmatory, seen=lambda e: self.partly_seen.get(e.id, []))
+
+    def confirm_done(self, figure: str | None = None) -> list[claims.Judged]:
+        """The confirmatory verdicts given so far (of ``figure``'s claims, or all)."""
+        return [j for j in self.confirmatory if j.holm != claims.NOT_YET and figure in (None, j.entry.figure)]
 
     def confirm_figure_table(self):
         """Per figure: the claims, those judged on confirmation networks, the confirmatory verdicts
@@ -139,32 +149,31 @@ class Scoreboard:
         import pandas as pd
 
         ex = {j.entry.id: j for j in self.judged}
+        agree = self.agreement()
         rows = []
         for fig in dict.fromkeys(j.entry.figure for j in self.confirmatory):
-            cs = [j for j in self.confirmatory if j.entry.figure == fig]
-            done = [j for j in cs if j.holm != claims.NOT_YET]
+            done = self.confirm_done(fig)
             h = claims.counts(done, True)
             e = claims.counts([ex[j.entry.id] for j in done if j.entry.id in ex], True)
-            rows.append({"figure": fig, "claims": len(cs), "judged": len(done),
+            rows.append({"figure": fig, "claims": sum(j.entry.figure == fig for j in self.confirmatory),
+                         "judged": len(done),
                          **{f"{st} (confirmatory)": h[st] for st in claims.STATUSES[:3]},
                          **{f"{st} (exploratory)": e[st] for st in claims.STATUSES[:3]},
-                         "agree": sum(j.entry.id in ex and ex[j.entry.id].holm == j.holm for j in done)})
+                         "agree": sum(r["agree"] is True for r in agree if r["figure"] == fig)})
         return pd.DataFrame(rows)
 
     def disagreements(self, figure: str) -> list[str]:
         """The claims of ``figure`` whose confirmatory and exploratory verdicts (after Holm) differ, each
         as ``"<id> (exploratory <v>, confirmatory <v>)"``."""
-        ex = {j.entry.id: j.holm for j in self.judged}
-        return [f"{j.entry.id} (exploratory {ex[j.entry.id]}, confirmatory {j.holm})" for j in self.confirmatory
-                if j.entry.figure == figure and j.holm != claims.NOT_YET and j.entry.id in ex
-                and ex[j.entry.id] != j.holm]
+        return [f"{r['claim']} (exploratory {r['exploratory']}, confirmatory {r['confirmatory']})"
+                for r in self.agreement() if r["figure"] == figure and r["agree"] is False]
 
     def confirm_words(self, figure: str) -> str:
         """What the confirmation says of one figure, for its chapter's takeaway: how many of its claims
         the frozen register has judged on fresh networks, their verdicts after Holm, and every claim whose
         confirmatory verdict differs from the exploratory one (or that none does)."""
         cs = [j for j in self.confirmatory if j.entry.figure == figure]
-        done = [j for j in cs if j.holm != claims.NOT_YET]
+        done = self.confirm_done(figure)
         have, need = self.confirm_units.get(figure, (0, 0))
         if not done:
             return (f"no claim of {figure} is judged on them yet ({have} of the {need} confirmation networks its "
@@ -179,7 +188,7 @@ class Scoreboard:
     def confirm_phrase(self) -> str:
         """The front page's lead: the confirmatory counts and the figures they cover, or how far the
         confirmation campaign is while no entry is judged yet."""
-        done = [j for j in self.confirmatory if j.holm != claims.NOT_YET]
+        done = self.confirm_done()
         if not done:
             return (f"none yet: {self.confirm_committed} of the {self.confirm_needed} confirmation networks are "
                     "committed (Figure 2 trains first, then Appendix K.2's Figures 5 and 6)")
@@ -204,12 +213,11 @@ class Scoreboard:
                    tested=sum(j.status != claims.NOT_YET for j in self.judged),
                    not_converged=sum(j.converged is False for j in self.judged), n_figures=len(self.figures()),
                    units_committed=self.units_committed, units_needed=self.units_needed)
-        done = [j for j in self.confirmatory if j.holm != claims.NOT_YET]
+        done = self.confirm_done()
         c = claims.counts(done, True)
         out.update({f"conf_{st.replace(' ', '_')}": c[st] for st in claims.STATUSES[:3]})
-        ex = {j.entry.id: j.holm for j in self.judged}
         out.update(conf_claims=len(self.confirmatory), conf_judged=len(done),
-                   conf_agree=sum(ex.get(j.entry.id) == j.holm for j in done),
+                   conf_agree=sum(r["agree"] is True for r in self.agreement()),
                    conf_units_committed=self.confirm_committed, conf_units_needed=self.confirm_needed,
                    conf_lead=self.confirm_phrase())
         return out
