@@ -31,13 +31,26 @@ def mutmut_frame(path: Path | None = None):
     if not path.exists():
         return None
     d = json.loads(path.read_text(encoding="utf-8"))
+    again = {name: r["status"] for run in d.get("reruns", []) for name, r in run["mutants"].items()}   # latest
     rows = []
     for name, diff in d["survivors"].items():
         change = " / ".join(ln[1:].strip() for ln in diff.splitlines()
                             if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
-        why = (f"equivalent: {d['equivalent'][name]}" if name in d.get("equivalent", {}) else
-               f"killed since: {d['killed_by_unit_tests'][name]}" if name in d.get("killed_by_unit_tests", {})
-               else f"code removed since: {d['removed'][name]}" if name in d.get("removed", {})
-               else "not explained")
-        rows.append({"mutant": name, "change": change, "status": why})
-    return {k: v for k, v in d.items() if not isinstance(v, dict)}, pd.DataFrame(rows)
+        rows.append({"mutant": name, "change": change, "status": _why(d, name, again.get(name))})
+    return {k: v for k, v in d.items() if not isinstance(v, (dict, list))}, pd.DataFrame(rows)
+
+
+def _why(d: dict, name: str, rerun: str | None) -> str:
+    """A survivor's standing after the run: equivalent (argued), killed since (a named test, and mutmut's
+    own verdict on today's code where ``tests/mutmut_run.py --rerun`` gave one), its code removed, or not
+    explained. A kill that mutmut, run again, does not confirm is not counted as one."""
+    if name in d.get("equivalent", {}):
+        return f"equivalent: {d['equivalent'][name]}"
+    if name in d.get("removed", {}) and rerun in (None, "code removed"):
+        return f"code removed since: {d['removed'][name]}"
+    if name in d.get("killed_by_unit_tests", {}):
+        test = d["killed_by_unit_tests"][name]
+        if rerun in (None, "killed", "timeout"):
+            return f"killed since: {test}" + (" (mutmut, run again: killed)" if rerun else "")
+        return f"not explained: mutmut, run again, says {rerun} (expected {test} to kill it)"
+    return "not explained"

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from posbias.store import atomic_write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = ["posbias/theory.py", "posbias/masks.py", "posbias/rollout.py", "posbias/attention.py",
            "posbias/lnsim.py", "posbias/lntheory.py",
@@ -69,8 +71,15 @@ def _statuses(mutmut: list[str], work: Path, env: dict) -> dict[str, str]:
     return out
 
 
+def _head() -> str:
+    """The commit of the sources copied (``POSBIAS_GIT_COMMIT`` where they come from an archive of it)."""
+    return os.environ.get("POSBIAS_GIT_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def _prepare(work: Path) -> None:
-    """Copy the sources into ``work`` (once: a later sitting keeps mutmut's state there)."""
+    """Copy the sources into ``work`` (once: a later sitting keeps mutmut's state there, and tests the
+    sources it copied; the commit they came from is kept in ``work/COMMIT``)."""
     if (work / "setup.cfg").exists():
         return
     work.mkdir(parents=True, exist_ok=True)
@@ -81,6 +90,7 @@ def _prepare(work: Path) -> None:
         elif src.exists():
             shutil.copy2(src, work / name)
     (work / "data").symlink_to(ROOT / "data")       # read-only use: results are recomputed fresh
+    (work / "COMMIT").write_text(_head() + "\n")
     (work / "setup.cfg").write_text(CONFIG.format(paths="\n".join("    " + m for m in MODULES),
                                                   tests="\n".join("    " + t for t in ["tests/mutmut_smoke.py",
                                                                                           *UNIT_TESTS])))
@@ -92,23 +102,100 @@ def _sample(args, mutmut: list[str], work: Path, env: dict) -> list[str]:
     path = Path(args.sample_file)
     if path.exists():
         fixed = json.loads(path.read_text())
-        if (fixed["seed"], fixed["size"]) != (args.seed, args.sample):
-            raise SystemExit(f"{path} holds the sample of seed {fixed['seed']}, size {fixed['size']}; this run asks "
-                             f"for seed {args.seed}, size {args.sample}. A sample is drawn once: remove the file only "
+        if (fixed["seed"], fixed["size"], fixed["modules"], fixed["tests"]) != (
+                args.seed, args.sample, MODULES, ["tests/mutmut_smoke.py", *UNIT_TESTS]):
+            raise SystemExit(f"{path} holds the sample of seed {fixed['seed']}, size {fixed['size']} over its own "
+                             f"modules and tests; this run asks for seed {args.seed}, size {args.sample} over "
+                             "MODULES and UNIT_TESTS as they are now. A sample is drawn once: remove the file only "
                              "to start a new, separately reported study")
         return fixed["mutants"]
-    subprocess.run([*mutmut, "run", "--max-children", "1", "__none__"], cwd=work, env=env,
-                   capture_output=True, text=True, timeout=args.budget)
-    every = sorted(_statuses(mutmut, work, env))
-    names = sorted(random.Random(args.seed).sample(every, min(args.sample, len(every))))
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    every = _generate(mutmut, work, env, args.budget)
+    if len(every) < args.sample:
+        raise SystemExit(f"mutmut generated {len(every)} mutants, fewer than the sample of {args.sample} asked for: "
+                         "nothing written; check `mutmut run` in the work folder")
+    names = sorted(random.Random(args.seed).sample(every, args.sample))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"seed": args.seed, "size": args.sample, "generated": len(every), "commit": head,
-                                "modules": MODULES, "tests": ["tests/mutmut_smoke.py", *UNIT_TESTS],
-                                "mutants": names}, indent=1) + "\n")
+    atomic_write_text(path, json.dumps({"seed": args.seed, "size": args.sample, "generated": len(every),
+                                        "commit": _head(), "modules": MODULES,
+                                        "tests": ["tests/mutmut_smoke.py", *UNIT_TESTS], "mutants": names},
+                                       indent=1) + "\n")
     print(f"{len(every)} mutants generated; a sample of {len(names)} drawn with seed {args.seed} -> {path}",
           flush=True)
     return names
+
+
+def _generate(mutmut: list[str], work: Path, env: dict, budget: int) -> list[str]:
+    """Have mutmut (re)generate its mutants without testing any; every mutant's name."""
+    try:
+        subprocess.run([*mutmut, "run", "--max-children", "1", "__none__"], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=max(60, budget))
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"mutmut did not finish generating mutants within {max(60, budget)} s: raise --budget")
+    return sorted(_statuses(mutmut, work, env))
+
+
+def _change(diff: str) -> list[str]:
+    """A mutant's changed lines (``mutmut show``), stripped: what it is, whatever its number."""
+    return [ln[0] + ln[1:].strip() for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+
+
+def rerun(args, mutmut: list[str], work: Path, env: dict) -> int:
+    """Test survivors again on today's library and tests (issue 70's triage: a kill since the run is
+    mutmut's verdict, not ours). Copies ``posbias/`` and ``tests/`` into the work folder, lets mutmut
+    regenerate the mutants of changed code, finds each named mutant again by its change (its number
+    moves when code above it changes; none found: the code it changed is gone), tests those, and
+    appends the verdicts with the commit, date and machine to ``reruns`` in ``--triage``."""
+    triage_path = Path(args.triage)
+    triage = json.loads(triage_path.read_text())
+    asked = args.rerun
+    unknown = [n for n in asked if n not in triage["survivors"]]
+    if unknown:
+        raise SystemExit(f"not survivors of {triage_path}: {', '.join(unknown)}; name survivors of that run")
+    for name in ("posbias", "tests"):
+        for dest in (work / name, work / "mutants" / name):
+            if dest.exists():
+                shutil.rmtree(dest)
+                shutil.copytree(ROOT / name, dest, ignore=shutil.ignore_patterns("__pycache__", "_executed"))
+    (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)      # the tests changed: collect again
+    every = _generate(mutmut, work, env, args.budget)
+    shown: dict[str, list[str]] = {}
+
+    def change(name: str) -> list[str]:
+        if name not in shown:
+            shown[name] = _change(subprocess.run([*mutmut, "show", name], cwd=work, env=env,
+                                                 capture_output=True, text=True).stdout)
+        return shown[name]
+
+    found: dict[str, str | None] = {}
+    for old in asked:
+        want, func = _change(triage["survivors"][old]), old.rsplit("__mutmut_", 1)[0] + "__mutmut_"
+        same = [old] if old in every and change(old) == want else []
+        found[old] = (same or [n for n in every if n.startswith(func) and change(n) == want] or [None])[0]
+    todo = sorted({n for n in found.values() if n})
+    t0 = time.time()
+    try:
+        subprocess.run([*mutmut, "run", "--max-children", str(args.jobs), *todo], cwd=work, env=env,
+                       timeout=max(60, args.budget))
+    except subprocess.TimeoutExpired:
+        print(f"stopped after the budget of {args.budget} s; the verdicts so far are recorded", flush=True)
+    status = _statuses(mutmut, work, env)
+    record = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": _head(), "machine": _machine(),
+              "wall_seconds": round(time.time() - t0),
+              "how": "tests/mutmut_run.py --rerun: today's posbias/ and tests/ copied into the work folder, "
+                     "mutants regenerated, each found again by its change, test statistics collected again",
+              "mutants": {old: {"as": new, "status": status.get(new, "not checked") if new else "code removed"}
+                          for old, new in found.items()}}
+    triage.setdefault("reruns", []).append(record)
+    atomic_write_text(triage_path, json.dumps(triage, indent=1) + "\n")
+    for old, r in record["mutants"].items():
+        print(f"{old}: {r['status']}" + (f" (now {r['as']})" if r["as"] not in (old, None) else ""))
+    return 0
+
+
+def _machine() -> str:
+    info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), platform.machine())
+    return f"{cpu}, {os.cpu_count()} cores"
 
 
 def main() -> int:
@@ -121,7 +208,14 @@ def main() -> int:
     ap.add_argument("--sample-file", default=str(ROOT / "book" / "mutmut-sample.json"))
     ap.add_argument("--draw-only", action="store_true", help="draw and write the sample, test nothing")
     ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
+    ap.add_argument("--rerun", nargs="+", metavar="MUTANT", help="test these survivors again on today's code")
+    ap.add_argument("--triage", default=str(ROOT / "book" / "mutmut-400.json"),
+                    help="the committed run whose survivors --rerun names; its verdicts are appended there")
     args = ap.parse_args()
+    if args.sample < 0 or args.jobs < 1 or args.budget < 1:
+        ap.error("--sample must be >= 0, --jobs >= 1 and --budget >= 1 (seconds)")
+    if args.draw_only and not args.sample:
+        ap.error("--draw-only draws a sample: give its size with --sample N (the Makefile's is 400)")
     mutmut = [str(Path(sys.executable).with_name("mutmut"))]
     if not Path(mutmut[0]).exists():
         print(f"mutmut is not installed beside {sys.executable}: run `make mutants`, which installs the "
@@ -130,6 +224,8 @@ def main() -> int:
     work = Path(args.work)
     _prepare(work)
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(work))
+    if args.rerun:
+        return rerun(args, mutmut, work, env)
     t0 = time.time()
     names = _sample(args, mutmut, work, env) if args.sample else []
     if args.draw_only:
@@ -152,18 +248,20 @@ def main() -> int:
     survivors = sorted(k for k, v in tested.items() if v not in ("killed", "timeout"))
     diffs = {k: subprocess.run([*mutmut, "show", k], cwd=work, env=env, capture_output=True, text=True).stdout
              for k in survivors}
-    info = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
-    cpu = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), platform.machine())
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    copied = (work / "COMMIT").read_text().strip() if (work / "COMMIT").exists() else "not recorded"
+    before = json.loads(Path(args.out).read_text()).get("sittings", []) if Path(args.out).exists() else []
+    sittings = [*before, {"date": time.strftime("%Y-%m-%d", time.gmtime()), "wall_seconds": round(wall),
+                          "machine": _machine()}]
     lo, hi = wilson(killed, len(tested))
-    summary = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": f"{cpu}, {os.cpu_count()} cores",
-               "commit": head.strip(), "generated": len(status), "sample": len(names), "seed": args.seed,
+    summary = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": _machine(),
+               "commit": copied[:7], "generated": len(status), "sample": len(names), "seed": args.seed,
                "tested": len(tested), "killed": killed, "score": killed / len(tested) if tested else None,
-               "score_95": [lo, hi], "wall_seconds_this_sitting": round(wall), "jobs": args.jobs,
+               "score_95": [lo, hi], "wall_seconds": sum(x["wall_seconds"] for x in sittings),
+               "sittings": sittings, "command": " ".join(["tests/mutmut_run.py", *sys.argv[1:]]), "jobs": args.jobs,
                "statuses": {v: sum(x == v for x in tested.values()) for v in sorted(set(tested.values()))},
                "survivors": diffs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(Path(args.out), json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "survivors"}), flush=True)
     print("\n".join(survivors))
     return 0

@@ -115,16 +115,12 @@ def test_check_training_late_rise_ok_refuses_only_a_network_that_never_learned(f
 def test_check_training_returns_and_glues_the_median_and_the_margin_over_chance(fresh):
     """Three sound networks with mean accuracies 0.2, 0.3 and 0.5 (all judged): the median is 0.3, the worst
     is 0.2 and its margin over chance is (0.2 - 1/32) / sqrt(p (1 - p) / (6 n_test)), p = 1/32."""
-    import math
-
     from posbias import report
     from posbias.evaluate import check_training
     names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
     units = [_unit({n: a for n in names}, loss=(0.0, 3.2, 3.0, 2.9)) for a in (0.5, 0.2, 0.3)]
-    s = check_training(units, 1000, steps=1000)
-    values = report.record()["values"]
-    p = 1 / 32
-    z = (0.2 - p) / math.sqrt(p * (1 - p) / 6000)
+    s, values, p = check_training(units, 1000, steps=1000), report.record()["values"], 1 / 32
+    z = (0.2 - p) / (p * (1 - p) / 6000) ** 0.5
     assert s["accuracy_median"] == pytest.approx(0.3, abs=1e-12) and values["acc_median"] == pytest.approx(0.3)
     assert values["acc_min"] == pytest.approx(0.2) and values["z_chance"] == pytest.approx(z, rel=1e-9)
 

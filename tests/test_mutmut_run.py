@@ -33,3 +33,21 @@ def test_a_committed_sample_is_fixed_and_drawn_from_the_declared_seed():
     assert len(s["mutants"]) == len(set(s["mutants"])) == min(400, s["generated"])
     mods = {m.removesuffix(".py").replace("/", ".") for m in s["modules"]}
     assert all(any(name.startswith(m + ".") for m in mods) for name in s["mutants"])
+
+
+def test_a_mutant_is_known_by_its_change_whatever_its_number():
+    diff = ("--- posbias/theory.py\n+++ posbias/theory.py\n@@ -1,3 +1,3 @@\n def f(x):\n"
+            "-    return x + 1\n+    return x + 2\n")
+    assert mutmut_run._change(diff) == ["-return x + 1", "+return x + 2"]
+    assert mutmut_run._change(diff.replace("    return", "        return")) == mutmut_run._change(diff)
+
+
+@pytest.mark.parametrize("argv,message", [(["--draw-only"], "--draw-only draws a sample"),
+                                          (["--jobs", "0"], "--jobs >= 1"),
+                                          (["--sample", "-3"], "--sample must be >= 0")])
+def test_impossible_options_are_refused_before_any_work(argv, message, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["mutmut_run.py", "--work", str(tmp_path / "w"), *argv])
+    with pytest.raises(SystemExit) as e:
+        mutmut_run.main()
+    assert e.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()

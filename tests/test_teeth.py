@@ -1,0 +1,28 @@
+"""posbias.teeth: the committed mutation results as the book reads them."""
+import json
+
+from posbias.teeth import mutmut_frame
+
+DIFF = "--- a\n+++ b\n@@ -1 +1 @@\n-    x = 1\n+    x = 2\n"
+
+
+def test_a_survivors_standing_counts_a_kill_only_where_mutmut_confirms_it(tmp_path):
+    """Five survivors: argued equivalent; killed by a named test and confirmed by mutmut run again;
+    a named test that mutmut, run again, does not confirm; code removed; nothing said."""
+    run = {"date": "2026-12-03", "tested": 5, "killed": 0, "survivors": {f"m{i}": DIFF for i in range(5)},
+           "equivalent": {"m0": "same numbers"},
+           "killed_by_unit_tests": {"m1": "tests/test_x.py::t1", "m2": "tests/test_x.py::t2"},
+           "removed": {"m3": "branch gone"},
+           "reruns": [{"mutants": {"m1": {"as": "m1", "status": "survived"}}},
+                      {"mutants": {"m1": {"as": "m1", "status": "killed"}, "m2": {"as": "m2", "status": "survived"},
+                                   "m3": {"as": None, "status": "code removed"}}}]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    summary, frame = mutmut_frame(path)
+    status = dict(zip(frame["mutant"], frame["status"]))
+    assert status["m0"] == "equivalent: same numbers"
+    assert status["m1"] == "killed since: tests/test_x.py::t1 (mutmut, run again: killed)"      # the latest rerun
+    assert status["m2"].startswith("not explained: mutmut, run again, says survived")
+    assert status["m3"] == "code removed since: branch gone" and status["m4"] == "not explained"
+    assert set(frame["change"]) == {"x = 1 / x = 2"} and summary["tested"] == 5 and "reruns" not in summary
+    assert mutmut_frame(tmp_path / "absent.json") is None
