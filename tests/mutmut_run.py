@@ -113,10 +113,15 @@ def _sample(args, mutmut: list[str], work: Path, env: dict) -> list[str]:
     if len(every) < args.sample:
         raise SystemExit(f"mutmut generated {len(every)} mutants, fewer than the sample of {args.sample} asked for: "
                          "nothing written; check `mutmut run` in the work folder")
+    if args.exclude:            # a second sample: none of an earlier one's (whose survivors were seen)
+        seen = set(json.loads(Path(args.exclude).read_text())["mutants"])
+        every = [n for n in every if n not in seen]
+        if len(every) < args.sample:
+            raise SystemExit(f"only {len(every)} mutants are left outside {args.exclude}; ask for fewer")
     names = sorted(random.Random(args.seed).sample(every, args.sample))
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"seed": args.seed, "size": args.sample, "generated": len(every),
-                                        "commit": _head(), "modules": MODULES,
+                                        "commit": _head(), "modules": MODULES, "excluded": args.exclude,
                                         "tests": ["tests/mutmut_smoke.py", *UNIT_TESTS], "mutants": names},
                                        indent=1) + "\n")
     print(f"{len(every)} mutants generated; a sample of {len(names)} drawn with seed {args.seed} -> {path}",
@@ -157,6 +162,7 @@ def rerun(args, mutmut: list[str], work: Path, env: dict) -> int:
                 shutil.rmtree(dest)
                 shutil.copytree(ROOT / name, dest, ignore=shutil.ignore_patterns("__pycache__", "_executed"))
     (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)      # the tests changed: collect again
+    (work / "COMMIT").write_text(_head() + "\n")
     every = _generate(mutmut, work, env, args.budget)
     shown: dict[str, list[str]] = {}
 
@@ -186,9 +192,36 @@ def rerun(args, mutmut: list[str], work: Path, env: dict) -> int:
               "mutants": {old: {"as": new, "status": status.get(new, "not checked") if new else "code removed"}
                           for old, new in found.items()}}
     triage.setdefault("reruns", []).append(record)
-    atomic_write_text(triage_path, json.dumps(triage, indent=1) + "\n")
+    atomic_write_text(triage_path, json.dumps(triage, indent=1, ensure_ascii=False) + "\n")
     for old, r in record["mutants"].items():
         print(f"{old}: {r['status']}" + (f" (now {r['as']})" if r["as"] not in (old, None) else ""))
+    return 0
+
+
+def reach(args, work: Path) -> int:
+    """Which sampled mutants each chapter's smoke run reaches (mutmut's test statistics: the tests that
+    call each mutated function), written to ``--triage`` as ``reach`` (chapter -> mutant names) with the
+    commit the statistics were collected at. A mutant that reaches a chapter is not necessarily killed
+    by it: mutmut stops at the first failing test, so kills are the whole test's, not a chapter's."""
+    stats_path = work / "mutants" / "mutmut-stats.json"
+    if not stats_path.exists():
+        raise SystemExit(f"no test statistics in {stats_path}: run --rerun (or make mutants) first")
+    by_func = json.loads(stats_path.read_text())["tests_by_mangled_function_name"]
+    sample = json.loads(Path(args.sample_file).read_text())["mutants"]
+    out: dict[str, list[str]] = {}
+    for name in sample:
+        for test in by_func.get(name.rsplit("__mutmut_", 1)[0], []):
+            m = re.match(r"tests/mutmut_smoke\.py::\w+\[(.+)\]$", test)
+            if m:
+                out.setdefault(m.group(1), []).append(name)
+    triage_path = Path(args.triage)
+    triage = json.loads(triage_path.read_text())
+    copied = (work / "COMMIT").read_text().strip() if (work / "COMMIT").exists() else "not recorded"
+    triage["reach"] = {c: sorted(set(v)) for c, v in sorted(out.items())}
+    triage["reach_source"] = (f"mutmut's test statistics (tests_by_mangled_function_name) of the work folder, "
+                              f"sources and tests of {copied[:12]}")
+    atomic_write_text(triage_path, json.dumps(triage, indent=1, ensure_ascii=False) + "\n")
+    print({c: len(v) for c, v in triage["reach"].items()})
     return 0
 
 
@@ -207,8 +240,10 @@ def main() -> int:
     ap.add_argument("--work", default=str(ROOT / "runs" / "mutmut-work"), help="kept between sittings")
     ap.add_argument("--sample-file", default=str(ROOT / "book" / "mutmut-sample.json"))
     ap.add_argument("--draw-only", action="store_true", help="draw and write the sample, test nothing")
+    ap.add_argument("--exclude", help="a sample file whose mutants the draw leaves out (a second sample)")
     ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
     ap.add_argument("--rerun", nargs="+", metavar="MUTANT", help="test these survivors again on today's code")
+    ap.add_argument("--reach", action="store_true", help="record which sampled mutants each chapter reaches")
     ap.add_argument("--triage", default=str(ROOT / "book" / "mutmut-400.json"),
                     help="the committed run whose survivors --rerun names; its verdicts are appended there")
     args = ap.parse_args()
@@ -226,6 +261,8 @@ def main() -> int:
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(work))
     if args.rerun:
         return rerun(args, mutmut, work, env)
+    if args.reach:
+        return reach(args, work)
     t0 = time.time()
     names = _sample(args, mutmut, work, env) if args.sample else []
     if args.draw_only:

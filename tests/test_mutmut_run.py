@@ -51,3 +51,17 @@ def test_impossible_options_are_refused_before_any_work(argv, message, monkeypat
         mutmut_run.main()
     assert e.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_the_second_sample_is_declared_and_shares_no_mutant_with_the_first():
+    """book/mutmut-sample-2.json (where drawn) holds 400 mutants drawn with the seed the Makefile declares
+    for it, none of them in the first sample."""
+    root = Path(__file__).resolve().parents[1]
+    make = (root / "Makefile").read_text()
+    assert "--sample 400 --seed 20261204 --exclude book/mutmut-sample.json" in make
+    path = root / "book" / "mutmut-sample-2.json"
+    if not path.exists():
+        pytest.skip("the second sample is not drawn yet")
+    s2, s1 = json.loads(path.read_text()), json.loads((root / "book" / "mutmut-sample.json").read_text())
+    assert (s2["seed"], s2["size"], s2["excluded"]) == (20261204, 400, "book/mutmut-sample.json")
+    assert len(set(s2["mutants"])) == 400 and not set(s2["mutants"]) & set(s1["mutants"])
