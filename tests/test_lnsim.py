@@ -366,9 +366,13 @@ def test_simulate_defaults_are_kim_et_als_settings():
     LayerNorm on and no residual by default."""
     import inspect
 
-    p = inspect.signature(lnsim.simulate).parameters
-    assert {k: p[k].default for k in ("n", "d", "depth", "sims", "layernorm", "residual")} == dict(
-        n=10, d=64, depth=4, sims=100_000, layernorm=True, residual=False)
+    assert inspect.signature(lnsim.simulate).parameters["sims"].default == 100_000
+    # the other defaults by what they compute (a signature shows the declared default, not the one used)
+    default = lnsim.simulate(sims=40, seed=3)
+    kim = lnsim.simulate(n=10, d=64, depth=4, sims=40, seed=3, layernorm=True, residual=False)
+    assert default.score_mean.shape == (4, 10, 10)
+    assert np.array_equal(default.score_mean, kim.score_mean, equal_nan=True)
+    assert np.array_equal(default.score_var, kim.score_var, equal_nan=True)
 
 
 def test_last_row_increments():
