@@ -31,7 +31,8 @@ __all__ = ["NOTEBOOKS", "PROFILES", "BASE_PROFILES", "ParamError", "Param", "Cha
 NOTEBOOKS = ROOT / "notebooks"
 #: Every chapter has these (a profile it does not declare is its defaults).
 BASE_PROFILES = ("default", "smoke", "paper")
-#: ``converged`` (train until a stopping rule holds) and ``budget`` (the fixed-budget study) exist only
+#: ``converged`` (train until a stopping rule holds), ``budget`` (the fixed-budget study) and ``confirm``
+#: (the confirmation campaign: fresh seeds and test draw, judged by the frozen register) exist only
 #: where a chapter declares them.
 PROFILES = (*BASE_PROFILES, "converged", "budget", "confirm")
 TYPES = ("int", "float", "bool", "str", "int_list", "float_list", "str_list")

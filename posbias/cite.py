@@ -6,6 +6,7 @@ import os
 import shlex
 from typing import Any
 
+from .chapters import get_chapter
 from .provenance import git_state
 
 __all__ = ["BOOK_URL", "SHORT", "chapter_url", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown",
@@ -69,8 +70,6 @@ def rerun_command(chapter: str, params: dict[str, Any], defaults: dict[str, Any]
 
 def footer_markdown(chapter_id: str, params: dict[str, Any], figures: list[dict[str, Any]], profile: str) -> str:
     """The "Re-run this chapter" and "Cite this figure" boxes (MyST markdown)."""
-    from .chapters import get_chapter
-
     ch = get_chapter(chapter_id)
     defaults = {n: p.default for n, p in ch.params.items()}
     rows = "\n".join(f"| `{n}` | {p.type} | `{params.get(n)!r}` | `{p.default!r}` | {p.describe_range()} | {p.help} |"
@@ -112,9 +111,21 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
              "* - chapter", "  - profile", "  - status", "  - checks", "  - wall time (s)", "  - device",
              "  - data files read"]
     detail = []
-    from .teeth import read_teeth
+    from .teeth import read_teeth, sampled_by_chapter
 
     teeth = (read_teeth() or {}).get("chapters", {})
+    sampled = sampled_by_chapter()
+    if sampled:
+        run, per = sampled
+        lo, hi = run["score_95"]
+        detail += [f"Wrong versions nobody listed: `make mutants` drew {run['tested']} of mutmut's mutants of the "
+                   f"science and measurement modules at random (seed {run['seed']}, fixed before the run) and ran "
+                   f"the chapters' smoke checks and those modules' unit tests on each: {run['killed']} killed, a "
+                   f"score of {run['score']:.3f} (95% interval {lo:.3f} to {hi:.3f}). Under each chapter below: "
+                   "the sampled mutants its smoke run reaches and those of them the whole test let live, with "
+                   "what became of them since (a kill is the whole test's, not the chapter's alone).", ""]
+    else:
+        per = {}
     if teeth:
         detail += ["The checks of the theory chapters and of the chapters that train networks are tried against "
                    "curated wrong versions of the library (`tests/mutants.py`, `tests/mutants_trained.py`; "
@@ -140,12 +151,22 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
                   f"  - {len(data)} ({', '.join(sources)})" if data else "  - none"]
         detail += [f"### {cid}", ""] + [
             f"- {'{bdg-success}`pass`' if c['passed'] else '{bdg-danger}`FAIL`'} `{c['name']}`: {c['claim']}"
-            + _teeth_note(teeth, cid, c["name"]) for c in checks] + [""]
+            + _teeth_note(teeth, cid, c["name"]) for c in checks] + [""] + _sampled_note(per.get(cid))
         if data:
             detail += ["Data files read (path, source, SHA-256):", ""] + [
                 f"- `{d['path']}` ({d['source']}, `{d['sha256'][:16]}`)" for d in data] + [""]
     lines.append("```")
     return "\n".join(lines + ["", "## Checks and data, chapter by chapter", ""] + detail) + "\n"
+
+
+def _sampled_note(n: dict[str, int] | None) -> list[str]:
+    """The line under a chapter's checks on ``make mutants``' sample (none where its run reaches none)."""
+    if not n:
+        return []
+    since = ", ".join(f"{n[k]} {k}" for k in ("killed since", "equivalent", "removed", "open") if n[k])
+    return [f"Sampled mutants (`make mutants`): {n['reached']} reach this chapter's smoke run; "
+            f"{n['reached'] - n['survived']} were killed at the run, {n['survived']} survived it"
+            + (f" ({since})." if since else "."), ""]
 
 
 def _teeth_note(teeth: dict[str, dict[str, list[str]]], chapter: str, check: str) -> str:

@@ -37,7 +37,7 @@ def mutmut_frame(path: Path | None = None):
         change = " / ".join(ln[1:].strip() for ln in diff.splitlines()
                             if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
         rows.append({"mutant": name, "change": change, "status": _why(d, name, again.get(name))})
-    return {k: v for k, v in d.items() if not isinstance(v, (dict, list))}, pd.DataFrame(rows)
+    return {k: v for k, v in d.items() if not isinstance(v, dict) and k != "reruns"}, pd.DataFrame(rows)
 
 
 def _why(d: dict, name: str, rerun: str | None) -> str:
@@ -54,3 +54,26 @@ def _why(d: dict, name: str, rerun: str | None) -> str:
             return f"killed since: {test}" + (" (mutmut, run again: killed)" if rerun else "")
         return f"not explained: mutmut, run again, says {rerun} (expected {test} to kill it)"
     return "not explained"
+
+
+def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[str, dict[str, int]]] | None:
+    """``make mutants``' fixed sample (``book/mutmut-400.json``) as the Status page shows it: the run's
+    summary (score, interval, seed) and, per chapter whose smoke run reaches sampled mutants (``reach``),
+    ``reached``, ``survived`` (the run's whole test let them live) and, of those, ``killed since``,
+    ``equivalent``, ``removed`` and ``open`` (as :func:`mutmut_frame` reads them). None when absent.
+    Kills are the whole test's (the chapters' checks and the unit tests together), not one chapter's."""
+    path = path or TEETH_PATH.with_name("mutmut-400.json")
+    framed = mutmut_frame(path)
+    if framed is None:
+        return None
+    summary, frame = framed
+    status = dict(zip(frame["mutant"], frame["status"])) if len(frame) else {}
+    reach = json.loads(path.read_text(encoding="utf-8")).get("reach", {})
+    kinds = (("killed since", "killed since"), ("equivalent", "equivalent"), ("removed", "code removed"),
+             ("open", "not explained"))
+    out = {}
+    for chapter, names in reach.items():
+        lived = [status[n] for n in names if n in status]
+        out[chapter] = {"reached": len(names), "survived": len(lived),
+                        **{k: sum(s.startswith(start) for s in lived) for k, start in kinds}}
+    return summary, out

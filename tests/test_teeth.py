@@ -26,3 +26,21 @@ def test_a_survivors_standing_counts_a_kill_only_where_mutmut_confirms_it(tmp_pa
     assert status["m3"] == "code removed since: branch gone" and status["m4"] == "not explained"
     assert set(frame["change"]) == {"x = 1 / x = 2"} and summary["tested"] == 5 and "reruns" not in summary
     assert mutmut_frame(tmp_path / "absent.json") is None
+
+
+def test_the_sample_by_chapter_counts_what_each_smoke_run_reaches_and_what_lived(tmp_path):
+    from posbias.cite import _sampled_note
+    from posbias.teeth import sampled_by_chapter
+
+    run = {"date": "2026-12-03", "tested": 4, "killed": 2, "score": 0.5, "score_95": [0.15, 0.85], "seed": 7,
+           "survivors": {"m2": DIFF, "m3": DIFF}, "equivalent": {"m2": "same"}, "killed_by_unit_tests": {},
+           "reach": {"ch-a": ["m0", "m2", "m3"], "ch-b": ["m1"]}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    summary, per = sampled_by_chapter(path)
+    assert summary["seed"] == 7 and summary["score"] == 0.5
+    assert per["ch-a"] == {"reached": 3, "survived": 2, "killed since": 0, "equivalent": 1, "removed": 0, "open": 1}
+    assert per["ch-b"]["survived"] == 0
+    assert _sampled_note(per["ch-a"]) == ["Sampled mutants (`make mutants`): 3 reach this chapter's smoke run; "
+                                          "1 were killed at the run, 2 survived it (1 equivalent, 1 open).", ""]
+    assert _sampled_note(None) == [] and sampled_by_chapter(tmp_path / "none.json") is None

@@ -20,11 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .. import store
+from ..training.campaigns import distinct, units_of
+from ..training.units import CONFIRM_TEST_SEED
 from . import NOT_YET, REGISTER, Entry, Judged, Register, judge, load
 
 __all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
            "confirmation_units", "judge_confirmatory", "code_changes", "agreement", "live_is_frozen",
-           "CAMPAIGNS", "plan"]
+           "CAMPAIGNS", "plan", "design_words"]
 
 FROZEN = REGISTER.with_name("wu2025.frozen.yml")
 #: The first seed of the confirmation networks: no unit with a lower seed enters the column.
@@ -78,9 +81,6 @@ def _code_hashes() -> dict[str, str]:
 
 def freeze(path: Path = FROZEN, source: Path = REGISTER, *, now: datetime | None = None) -> Frozen:
     """Write the frozen copy of ``source`` to ``path`` (atomically); refuses to overwrite one."""
-    from .. import store
-    from ..training.units import CONFIRM_TEST_SEED
-
     if path.exists():
         raise ConfirmationError(f"{path} exists: a frozen register is never rewritten; a later register is a "
                                 "new version judged on new networks")
@@ -150,7 +150,7 @@ def confirmation_units(fz: Frozen, campaigns: Sequence[str], profile: str = PROF
     """campaign -> label -> one stored result (or None) per seed of ``profile``'s units, every stored
     one checked against the freeze. Raises :class:`ConfirmationError` naming each unit with a seed
     below the frozen first seed, another test draw, or training begun before the freeze."""
-    from ..training.campaigns import lookup_record, units_of
+    from ..training.campaigns import lookup_record  # at call time: tests patch campaigns.lookup_record
 
     out: dict[str, dict[str, list[dict | None]]] = {}
     bad: list[str] = []
@@ -227,8 +227,6 @@ def plan(bench: Mapping[str, Any], profile: str = PROFILE) -> list[dict[str, Any
     with its units, those new (not in an earlier campaign of the list), the depths, and the core-hours
     of their training steps at ``bench``'s milliseconds per member-step (a ``train_throughput.py``
     result: each depth's campaign-packed ensemble step over its members; evaluations not counted)."""
-    from ..training.campaigns import distinct, units_of
-
     ms = {int(d): 1000 * r["ensemble_step_s"] / r["members"] for d, r in bench["depths"].items()}
     seen: set[str] = set()
     rows = []
@@ -244,3 +242,19 @@ def plan(bench: Mapping[str, Any], profile: str = PROFILE) -> list[dict[str, Any
                      "depths": ", ".join(str(d) for d in sorted({u.depth for u in us})),
                      "core-hours": round(hours, 1)})
     return rows
+
+
+def design_words(profile: str = PROFILE) -> str:
+    """The confirmation's design in words, from the ``confirm`` profile itself (seeds, iterations, batch,
+    test-set size and test draw), for the pages that state it: ``"seeds 5-9 at the paper's settings
+    (100,000 iterations, batch 128, 10,000 sequences per test set) on a fresh test draw (seed ...)"``."""
+    from ..training.campaigns import PROFILES
+    from ..training.units import Unit
+
+    p = PROFILES[profile]
+    seeds = sorted(p["seeds"])
+    run = (f"seeds {seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1))
+           else "seeds " + ", ".join(map(str, seeds)))
+    batch = Unit.__dataclass_fields__["batch_size"].default
+    return (f"{run} at the paper's settings ({p['steps']:,} iterations, batch {batch}, {p['n_test']:,} "
+            f"sequences per test set) on a fresh test draw (seed {p['test_seed']})")
