@@ -16,6 +16,7 @@ import numpy as np
 from . import budget as bd
 from . import claims, stats
 from . import convergence as cv
+from .overtraining import MEASURED_ALONG
 
 __all__ = ["PAPER_STEP", "done", "networks_table", "readings_table", "branches_of", "branch_table",
            "shape_words", "branch_sentences", "moving_table", "best_table", "claims_table", "training_hours"]
@@ -53,7 +54,7 @@ def training_hours(record: Mapping[str, Any]) -> float:
 def networks_table(study: Study):
     """One row per configuration: the design's networks, how many trained under the design, admitted,
     not yet, and the training hours of those stored. A ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for label, rs in study.items():
@@ -71,7 +72,7 @@ def readings_table(study: Study, at: int = PAPER_STEP):
     times: one row per configuration and quantity (mean IC accuracy, the three gaps), each the mean ±
     SE over the networks stored of its reading (:func:`posbias.budget.reading`) at ``at`` and at the end,
     and the change per network. A ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for label, runs in done(study).items():
@@ -102,7 +103,7 @@ def branch_table(study: Study):
     """One row per branch of each configuration with networks stored: its networks (seeds), their
     readings of mean IC accuracy (range) and of the three gaps (mean), and where its networks left a
     plateau after 100,000 iterations. A ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for label, runs in done(study).items():
@@ -173,7 +174,7 @@ def moving_table(runs: Mapping[str, Sequence[Mapping[str, Any] | None]], window:
     quantity (mean IC accuracy and the three gaps), how many of its networks are settled, moving or
     undetermined over the last ``window`` iterations, and the mean change. Configurations without
     networks are left out. A ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for label, us in runs.items():
@@ -194,7 +195,7 @@ def best_table(study: Study):
     """The secondary reading: one row per configuration with networks stored: how many recorded a
     held-out loss, where their lowest was (range of steps), their mean IC accuracy there and in the
     reading. A ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for label, runs in done(study).items():
@@ -210,8 +211,6 @@ def best_table(study: Study):
 
 
 def _entries(labels: Sequence[str]) -> list[claims.Entry]:
-    from .overtraining import MEASURED_ALONG
-
     return [e for e in claims.register().select(campaign="wu-fig-2") if e.quantity in MEASURED_ALONG
             and all(g["quantity"] in MEASURED_ALONG for g in e.guards) and set(e.configs) <= set(labels)]
 
@@ -226,7 +225,7 @@ def claims_table(study: Study):
     iterations and at the end, and per branch (:data:`posbias.budget.MIN_BRANCH` networks or more, Holm
     over the per-branch verdicts) where a configuration the claim names splits; ``not yet`` until all
     the design's networks of its configurations are stored. A ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     entries = _entries(list(study))
     at100 = claims.judge(entries, {"wu-fig-2": _read_all(study, PAPER_STEP)})

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from .cite import SHORT, citation_page, status_page
 from .provenance import ROOT, canonical_json, git_state, source_date_epoch
 from .store import atomic_write_text
 
@@ -93,8 +94,6 @@ def _results(cid: str) -> dict[str, Any] | None:
 
 def write_generated_pages(chapters: list[str], profile: str) -> None:
     """``book/_executed/status.md`` and ``how-to-cite.md`` from the runs' results."""
-    from .cite import citation_page, status_page
-
     results = {cid: _results(cid) for cid in chapters}
     (EXECUTED / "status.md").write_text(status_page(results, profile), encoding="utf-8")
     (EXECUTED / "how-to-cite.md").write_text(citation_page(results), encoding="utf-8")
@@ -228,8 +227,6 @@ def build(profile: str = "default", jobs: int = 1, builder: str = "html", chapte
 def write_redirects(chapters: list[str], html: Path | None = None) -> list[Path]:
     """``<html>/c/<chapter>.html`` for every chapter: a redirect to its page, so that the address a
     citation prints (:func:`posbias.cite.chapter_url`) stays valid whatever the build's layout."""
-    from .cite import SHORT
-
     html = html or ROOT / "_build" / "html"
     missing = [cid for cid in chapters if not (html / "book" / "_executed" / cid / f"{cid}.html").exists()]
     if missing:                                        # checked before any is written

@@ -21,13 +21,14 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import parking, store
 from .recompute import RECOMPUTE, Recompute, recomputable
-from .provenance import cpu_info
+from .provenance import cpu_info, host_kind
 
 __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record", "host_kinds"]
 
@@ -103,7 +104,7 @@ def wu_unit_record(params: dict[str, Any]) -> dict[str, Any]:
     units gives each member bit-for-bit the same result). The unit is rebuilt from its stored
     parameters and must give them back exactly (``Unit.params``), else it cannot be recomputed.
     """
-    from . import train
+    from . import train  # lazy: posbias.train (torch) costs ~1.5s at import
     try:
         unit = train.Unit.from_params(params)
     except ValueError as e:
@@ -115,10 +116,6 @@ def host_kinds(experiment: str = "wu-units", data: Path | None = None) -> dict[s
     """How many of ``experiment``'s committed records (``data/<experiment>/*.json``) were computed on
     each kind of host (:func:`posbias.provenance.host_kind`), most first: a record reproduces bit
     for bit only on a host of its kind, at its thread count."""
-    from collections import Counter
-
-    from .provenance import host_kind
-
     folder = (store.DATA if data is None else data) / experiment
     counts = Counter(host_kind(json.loads(p.read_text(encoding="utf-8")).get("provenance") or {})
                      for p in sorted(folder.glob("*.json")))
@@ -259,7 +256,7 @@ def _import_registrations() -> None:
 @contextlib.contextmanager
 def _threads(n: int | None) -> Iterator[None]:
     """Run with ``n`` torch threads (and ``$POSBIAS_THREADS``), restoring both afterwards."""
-    import torch
+    import torch  # lazy: torch costs ~1.4s at import
 
     before, env = torch.get_num_threads(), os.environ.get("POSBIAS_THREADS")
     try:

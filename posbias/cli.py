@@ -3,10 +3,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import shlex
+import signal
 import sys
 
+from . import cost
+from .build import build
 from .chapters import PROFILES, ParamError, chapter_ids, get_chapter
+from .checkdata import check_data
+from .cost import network_step
+from .runner import prepare, run_chapter
 
 __all__ = ["main"]
 
@@ -44,8 +52,6 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _print_cost(ch) -> None:
     """The chapter's cost model and what it gives for the defaults (:mod:`posbias.cost`)."""
-    from . import cost
-
     model = ch.meta.get("cost") or {}
     print(f"\n  cost with the defaults: {cost.estimate(ch, ch.resolve()).describe()}")
     for key in ("seconds", "memory_mb", "network_step"):
@@ -65,8 +71,6 @@ def _overrides(pairs: list[list[str]] | None) -> dict[str, str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .runner import run_chapter
-
     try:
         overrides = _overrides(args.p)
     except ParamError as e:
@@ -79,14 +83,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .build import build
-
     return build(profile=args.profile, jobs=args.jobs, builder=args.builder)
 
 
 def _cmd_check_data(args: argparse.Namespace) -> int:
-    from .checkdata import check_data
-
     return check_data(sample=args.sample, budget_seconds=args.budget_seconds, recompute_all=args.all,
                       experiments=args.experiment, brief=args.brief)
 
@@ -101,15 +101,10 @@ def _stderr_log(quiet: bool):
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
     """Train the units a chapter reads with the given parameters and profile, resumably."""
-    import shlex
-    import signal
-
-    from .runner import prepare
-
     try:
         overrides = _overrides(args.p)
         chapter, params = prepare(args.chapter, overrides, args.profile)
-        from . import training
+        from . import training  # lazy: posbias.training (torch) costs ~1.5s at import
         experiment, profile, settings = training.chapter_campaign(chapter.id, params)
         spec = training.EngineSpec(
             workers=args.workers, threads=args.threads, scheduler=args.scheduler,
@@ -131,7 +126,6 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         os.environ["POSBIAS_WRITE_DATA"] = "1"
     head = f"{chapter.id} ({args.profile} profile)"
     if args.status:
-        from .cost import network_step
         print(f"{head}: " + training.format_status(
             training.campaign_status(experiment, profile, max_members=spec.max_members,
                                      workers=spec.local_workers(), **settings), model=network_step(chapter, params)))
@@ -173,8 +167,6 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
               f"unfinished training keeps its checkpoint: run the same command again to resume", file=sys.stderr)
         return 128 + signum
     except training.SchedulerLost as e:
-        import logging
-
         for name in ["distributed", *[n for n in logging.root.manager.loggerDict if n.startswith("distributed.")]]:
             logging.getLogger(name).disabled = True         # no reconnect tracebacks on the way out
         print(f"error: {e}: start a scheduler and its workers, then run `{shlex.join(['posbias', *sys.argv[1:]])}` "

@@ -244,7 +244,7 @@ def plateau_rows(steps: Sequence[int], per_seed: np.ndarray, window: int, z: flo
     The fitted change over the last ``window`` iterations of each seed's curve, averaged over seeds,
     against its standard error over seeds (t with ``n_seeds - 1`` degrees of freedom at 5%, two-sided,
     when there are at least two seeds; else ``z``): ``{"change", "se", "moving"}``."""
-    from .stats import t_critical
+    from .stats import t_critical  # lazy: posbias.stats (torch) costs ~1.3s at import
 
     ch = window_change(steps, per_seed, int(steps[-1]), window)
     ch = np.atleast_1d(ch)

@@ -95,7 +95,7 @@ def _training(chapter: Chapter, params: dict[str, Any]) -> tuple[float, float, i
     model = network_step(chapter, params)
     if model is None:
         return 0.0, 0.0, 0, 0
-    from .training import campaigns, planning
+    from .training import campaigns, planning  # lazy: posbias.training (torch) costs ~1.5s at import
 
     experiment, profile, overrides = campaigns.chapter_campaign(chapter.id, params)
     units = campaigns.distinct(campaigns.units_of(experiment, profile, overrides))
@@ -109,7 +109,7 @@ def maps_mb(part: list[Any]) -> float:
     """MiB an ensemble ``part`` of units holds at the end of training for its attention maps on
     ``n_sink`` sequences (``evaluate.attention_maps``: ``(E, depth, n_sink, T, T)`` float32, built from
     chunks and concatenated, so twice that at once), plus one member's copy for its sink statistics."""
-    from .task import TaskConfig
+    from .task import TaskConfig  # lazy: posbias.task (torch) costs ~1.4s at import
 
     u, t = part[0], TaskConfig().n_tokens
     return (2 * len(part) + 1) * u.depth * u.n_sink * t * t * 4 / 2 ** 20

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import store
+from .provenance import ROOT
 from .store import CACHE_PREFIX
 
 __all__ = ["data_files", "stored_file", "settings", "describe", "list_hash", "portable", "record", "CACHE_PREFIX"]
@@ -41,8 +43,7 @@ def data_files(results: Any) -> list[dict[str, str]]:
     """The stored files (``{"path", "sha256"}``, committed ones as ``data/...``, cached ones as
     ``<cache>/...``) of the trained-network results in ``results`` (a result, a campaign's
     label -> results mapping, or any nesting of them), each once, in a stable order."""
-    from . import store
-    from .training.units import UNIT_EXPERIMENT, VERSION
+    from .training.units import UNIT_EXPERIMENT, VERSION  # lazy: posbias.training (torch) costs ~1.5s at import
 
     out: dict[str, dict[str, str]] = {}
     for r in _results(results):
@@ -64,8 +65,6 @@ def stored_file(experiment: str, params: dict[str, Any], version: int | str = 1)
     else ``<cache>/...``): for a figure that draws another experiment's result beside trained networks
     (``data_files`` passes such entries through). A result that is not stored is an error: a figure
     must not claim a file it cannot name."""
-    from . import store
-
     name = store.result_name(experiment, params, version)
     for path, shown in ((store.DATA / name, f"data/{name}"), (store.cache_dir() / name, CACHE_PREFIX + name)):
         if path.exists():
@@ -77,8 +76,6 @@ def stored_file(experiment: str, params: dict[str, Any], version: int | str = 1)
 def portable(entries: list[dict[str, str]]) -> list[dict[str, str]]:
     """``entries`` (a run's data list) with user-cache paths written as ``<cache>/...``, ``path`` and
     ``sha256`` only: what a figure's metadata may publish."""
-    from . import store
-
     cache = str(store.cache_dir().resolve()) + "/"
     out = []
     for e in entries:
@@ -97,9 +94,6 @@ def record(entries: list[dict[str, str]]) -> dict[str, Any] | None:
 
 
 def _read(entry: dict[str, str]) -> dict[str, Any] | None:
-    from . import store
-    from .provenance import ROOT
-
     p = entry["path"]
     path = store.cache_dir() / p[len(CACHE_PREFIX):] if p.startswith(CACHE_PREFIX) else Path(p)
     path = path if path.is_absolute() else ROOT / path

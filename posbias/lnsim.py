@@ -333,7 +333,7 @@ def score_map_grid(rows: list[tuple[str, dict]], results: dict, d_list: list[int
     ``score_mean`` is ``(T >= depth, n, n)`` and ``rp`` ``(T,)``. Panels are drawn by
     :func:`plot_score_map` without ticks; returns the matplotlib figure.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib.pyplot costs ~0.9s at import
 
     fig, axes = plt.subplots(len(rows), depth * len(d_list), squeeze=False,
                              figsize=(1.9 * depth * len(d_list), 1.9 * len(rows)))

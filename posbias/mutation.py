@@ -23,7 +23,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from .chapters import get_chapter
 from .provenance import ROOT
+from .store import to_jsonable
 
 __all__ = ["Mutant", "patched", "execute_chapter", "failed_checks"]
 
@@ -77,7 +79,7 @@ def patched(target: str, replacement: Any) -> Iterator[None]:
 
 
 def _code_cells(chapter_id: str) -> list[tuple[list[str], str]]:
-    import jupytext
+    import jupytext  # lazy: jupytext costs ~0.3s at import
 
     nb = jupytext.read(ROOT / "notebooks" / f"{chapter_id}.md")
     return [(c.metadata.get("tags", []), c.source) for c in nb.cells if c.cell_type == "code"]
@@ -93,14 +95,12 @@ def execute_chapter(chapter_id: str, profile: str = "smoke", overrides: dict[str
     the simulation is not hidden by a stored result. Figures are closed unsaved; an exception in a
     cell propagates. Returns ``report.check``'s records ``{name, claim, passed, value, expected}``.
     """
-    import matplotlib
+    import matplotlib  # lazy: matplotlib costs ~0.2s at import (and the backend is set before pyplot)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib.pyplot costs ~0.9s at import
 
-    from . import report
-    from .chapters import get_chapter
-    from .store import to_jsonable
+    from . import report  # lazy: posbias.report costs ~0.1s and hooks the store
 
     params = get_chapter(chapter_id).resolve(profile, overrides)
     fresh = (mutant.fresh if mutant else False) if fresh is None else fresh

@@ -81,7 +81,7 @@ def cpu_info() -> dict[str, Any]:
     except OSError:
         pass
     try:
-        import torch
+        import torch  # lazy: torch costs ~1.4s at import (and is optional here)
 
         info["torch_capability"] = torch.backends.cpu.get_cpu_capability()
     except (ImportError, AttributeError):
@@ -93,7 +93,7 @@ def flushes_denormals() -> bool | None:
     """Whether the calling thread flushes subnormal floats to zero now, measured (not asked of a flag):
     ``2^-126 / 2`` computed by torch is 0 with flushing (FTZ/DAZ) and ``2^-127`` without. None without torch."""
     try:
-        import torch
+        import torch  # lazy: torch costs ~1.4s at import (and is optional here)
     except ImportError:
         return None
     tiny = torch.tensor([2.0 ** -126], dtype=torch.float32)
@@ -111,12 +111,12 @@ def numerics(engine: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"cpu_capability": None, "torch_threads": None, "flush_denormal": flushes_denormals(),
                            "engine": engine}
     try:
-        import torch
+        import torch  # lazy: torch costs ~1.4s at import (and is optional here)
 
         out["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         out["torch_threads"] = torch.get_num_threads()
         if engine is None:
-            from .model import DEFAULT_ENGINE
+            from .model import DEFAULT_ENGINE  # lazy: posbias.model (torch) costs ~1.4s at import
 
             out["engine"] = DEFAULT_ENGINE
     except (ImportError, AttributeError):
@@ -157,7 +157,7 @@ def device_info(device: str | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {"machine": platform.machine(), "cpu_count": os.cpu_count(), "cpu": cpu_info(),
                             "numerics": numerics()}
     try:
-        import torch
+        import torch  # lazy: torch costs ~1.4s at import (and is optional here)
 
         info["torch_threads"] = torch.get_num_threads()
         info["cuda_available"] = torch.cuda.is_available()

@@ -12,7 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from tqdm import tqdm as plain
+
 from . import store
+from .cite import footer_markdown
 from .store import atomic_write_text, to_jsonable
 
 __all__ = ["check", "value", "note_data", "progress", "record", "summary", "footer", "plain_table"]
@@ -38,7 +41,7 @@ def record() -> dict[str, Any]:
 
 def _in_notebook() -> bool:
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional dependency
 
         return get_ipython() is not None and "IPKernelApp" in get_ipython().config
     except Exception:  # noqa: BLE001
@@ -47,7 +50,7 @@ def _in_notebook() -> bool:
 
 def _display_markdown(text: str) -> None:
     if _in_notebook():
-        from IPython.display import Markdown, display
+        from IPython.display import Markdown, display  # optional dependency
 
         display(Markdown(text))
     else:
@@ -92,7 +95,7 @@ def value(name: str, v: Any, display: bool = False) -> Any:
     _RECORD["values"][name] = to_jsonable(v)
     _flush()
     if _in_notebook():
-        from myst_nb import glue
+        from myst_nb import glue  # optional dependency
 
         glue(name, v, display=display)
     return v
@@ -126,8 +129,6 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
     """A tqdm bar on stderr with an estimate; in an executed notebook it updates rarely (every 10 s)."""
     if os.environ.get("POSBIAS_RUN_DIR"):
         # inside papermill: a plain text bar on stderr, few updates, so the book's output stays short
-        from tqdm import tqdm as plain
-
         return plain(iterable, total=total, desc=desc, file=sys.stderr, mininterval=10, ascii=True,
                      disable=os.environ.get("POSBIAS_NO_PROGRESS") == "1", **kw)
     from tqdm.auto import tqdm  # a widget in Jupyter; imported only here (it warns when widgets are missing)
@@ -146,8 +147,6 @@ def footer() -> None:
     """Show the chapter's "Re-run this chapter" box and a "Cite this figure" box per saved figure.
 
     Call it in the last code cell of every chapter."""
-    from .cite import footer_markdown
-
     chapter = os.environ.get("POSBIAS_CHAPTER")
     if not chapter:
         _display_markdown(f"(interactive session: {summary()})")
@@ -169,7 +168,7 @@ def _plain_styler_in_notebooks() -> None:
     ``<pandas.io.formats.style.Styler at 0x...>``: the HTML book shows the styled table, the PDF book
     (which drops HTML) this text. Registered lazily, without importing pandas."""
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional dependency
     except ImportError:
         return
     ip = get_ipython()

@@ -13,8 +13,14 @@ from typing import Any
 
 import torch
 
-from . import claims
+from . import claims, evidence, llm, stats, store, train
 from . import evaluate as ev
+from .attention import masked_softmax
+from .claims import confirm
+from .claims import quantities as q
+from .masks import make_mask
+from .rollout import first_position_mass, rollout
+from .training.campaigns import stored, stored_campaign, units_of
 
 __all__ = ["Scoreboard", "build", "HeroData", "hero_data", "SMOLLM_SURVEY"]
 
@@ -46,7 +52,7 @@ class Scoreboard:
 
     def figure_table(self):
         """One row per figure (``pandas.DataFrame``): claims, then each status after Holm and by t alone."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
 
         rows = []
         for fig in self.figures():
@@ -66,7 +72,7 @@ class Scoreboard:
     def share_table(self):
         """How the convergence rule's share changes the counts: for the register's share and the two
         others it names, the judged entries resting on networks below it, by verdict after Holm."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
 
         j = claims.register().judge
         shares = sorted({j.share, *j.other_shares})
@@ -102,7 +108,7 @@ class Scoreboard:
         (``wu2025-first-pass.json``, judged by that register's own code on the same units), and every
         entry added or removed, with why: a ``pandas.DataFrame`` of claim, first pass, second pass
         (each "t alone / after Holm"), and the reason."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
 
         first = first_pass()["entries"]
         now = {j.entry.id: j for j in self.judged}
@@ -125,7 +131,7 @@ class Scoreboard:
         """Every entry of the frozen register: figure, exploratory verdict (seeds 0-4, after Holm over
         the register), confirmatory verdict (seeds 5-9, after Holm over the entries judged), the
         configurations read before the freeze, and whether the two verdicts agree."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
 
         rows = [dict(r) for r in self.agreement()]
         for r in rows:
@@ -135,8 +141,6 @@ class Scoreboard:
     def agreement(self) -> list[dict[str, Any]]:
         """:func:`posbias.claims.confirm.agreement` of this board: one row per frozen entry, in its order
         (the one place the two columns are compared)."""
-        from .claims import confirm
-
         return confirm.agreement(self.judged, self.confirmatory, seen=lambda e: self.partly_seen.get(e.id, []))
 
     def confirm_done(self, figure: str | None = None) -> list[claims.Judged]:
@@ -146,7 +150,7 @@ class Scoreboard:
     def confirm_figure_table(self):
         """Per figure: the claims, those judged on confirmation networks, the confirmatory verdicts
         after Holm, the exploratory verdicts of the same claims, and how many of them agree."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
 
         ex = {j.entry.id: j for j in self.judged}
         agree = self.agreement()
@@ -266,11 +270,7 @@ def u_table(profile: str = "paper"):
     configuration, U (mean ± SE over distinct runs, the SE with one U's own binomial bound), t, the
     runs with a U above 0, the distinct runs, and the verdict of 'U > 0' by the register's judge
     (Student's t over the distinct runs at its level; the normal quantile for one)."""
-    import pandas as pd
-
-    from . import stats
-    from .claims import quantities as q
-    from .training.campaigns import stored_campaign
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     level = claims.register().judge.level
     rows = []
@@ -292,10 +292,6 @@ def u_table(profile: str = "paper"):
 def build(profile: str = "paper") -> Scoreboard:
     """The register judged on the stored units of ``profile`` (the paper's settings by default):
     committed data and the user cache, nothing trains."""
-    from .training.campaigns import stored, units_of
-
-    from .claims import confirm
-
     judged = claims.judge_register(profile)
 
     def needed(entries, prof: str) -> list[Any]:
@@ -358,11 +354,6 @@ class HeroData:
 def hero_data(n_tokens: int = 64, max_layers: int = 30, gap_depth: int = 2) -> HeroData:
     """:class:`HeroData` from the theory (computed), Figure 2's committed paper units and the committed
     SmolLM2 survey (:data:`SMOLLM_SURVEY`, natural text at ``n_tokens`` tokens). Nothing trains."""
-    from . import evidence, llm, store, train
-    from .attention import masked_softmax
-    from .masks import make_mask
-    from .rollout import first_position_mass, rollout
-
     mask = make_mask("causal", n_tokens)
     attn = masked_softmax(torch.zeros(n_tokens, n_tokens, dtype=torch.float64), mask)
     p = rollout(attn.expand(max_layers, n_tokens, n_tokens))

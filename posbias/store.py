@@ -93,7 +93,7 @@ def to_jsonable(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return to_jsonable(dataclasses.asdict(obj))
     try:
-        import numpy as np
+        import numpy as np  # lazy: numpy costs ~0.1s at import (and is optional here)
     except ImportError:  # pragma: no cover
         np = None
     if isinstance(obj, dict):

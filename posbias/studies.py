@@ -67,7 +67,7 @@ def depth_changes(results: dict[str, list[dict]], depths: list[int], n_test: int
 def changes_table(changes: list[DepthChange]):
     """:func:`depth_changes` as a ``pandas.DataFrame``: architecture, from, to, change (``mean ± SE``),
     runs, and the direction (``rises``/``falls`` beyond its noise, or ``flat``)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     return pd.DataFrame([{"PE": c.pe, "from": c.shallow, "to": c.deep,
                           f"change of {c.pair}": f"{c.mean:+.3f} ± {c.se:.3f}", "runs": c.runs,

@@ -22,8 +22,9 @@ import numpy as np
 import torch
 from scipy.optimize import brentq
 
-from posbias.attention import apply_rope, decay_bias
+from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
+from posbias.rollout import row_powers
 
 __all__ = [
     "log_path_count",
@@ -312,9 +313,6 @@ def decay_peaks(n: int, m_grid: list[float], depth_grid: list[int]) -> tuple[lis
     and ``k_lo``, ``k_hi``: the smallest and largest distance the band admits as the peak (``k_exact``
     among them); ``skipped`` lists the ``(m, L)`` left out.
     """
-    from posbias.attention import masked_softmax
-    from posbias.rollout import row_powers
-
     rows, skipped = [], []
     k = torch.arange(n)
     for m in m_grid:
@@ -390,8 +388,6 @@ def half_weight_rows(m: float, theta_slow: float, beta: float, d: int, base: flo
     ``half_all``: the first ``k`` whose weight is at most one half (``half_all`` is ``-1`` if none).
     A ``beta`` at most ``ln 2 / 2``, where even the slowest pair never halves, is refused.
     """
-    from posbias.attention import rope_angles
-
     pred = half_weight_distance_rope(theta_slow, beta)
     if not math.isfinite(pred):
         raise ValueError(f"beta = {beta:g} is at most ln 2 / 2 = 0.3466: the slowest pair's weight never halves "

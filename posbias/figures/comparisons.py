@@ -5,10 +5,12 @@ Each function returns a matplotlib figure in the book's style, for :func:`posbia
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt  # the backend is chosen by posbias.figures.saving, imported first
+import numpy as np
 
 __all__ = ["sink_comparison_figure", "hero_figure"]
 
@@ -19,10 +21,6 @@ def sink_comparison_figure(toy: dict[str, Any], real: dict[str, Any], table: Any
     line per curve of ``toy`` (marked) and of ``real`` (plain), each ``label -> (n,)`` rates. Right:
     one bar per row of ``table`` (a DataFrame with columns ``network``, ``rate at the sink`` and
     ``max elsewhere``): the rate at the sink position beside the largest rate elsewhere."""
-    import itertools
-
-    import numpy as np
-
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1.2, 1]})
     for curves, styles in ((toy, ("o-", "s--", "^-.", "d:")), (real, ("-", ":", "--", "-."))):
         for (label, rate), style in zip(curves.items(), itertools.cycle(styles)):

@@ -8,6 +8,9 @@ from typing import Mapping, Sequence
 import matplotlib.figure
 import matplotlib.pyplot as plt
 
+from .. import budget as bd
+from .. import convergence as cv
+
 
 def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title: str,
                               mark: int | None = 100_000) -> matplotlib.figure.Figure:
@@ -15,8 +18,7 @@ def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title:
     gaps first-middle, first-last and middle-last against iterations (thousands), mean over runs with
     a band of one standard error (:func:`posbias.overtraining.curve_stats`), and the seed-mean training
     loss on a second axis (grey). ``mark``: a vertical line at that iteration (the paper's 100,000)."""
-    from .. import convergence as cv
-    from ..overtraining import curve_stats
+    from ..overtraining import curve_stats  # lazy: posbias.overtraining (torch) costs ~1.5s at import
 
     labels = [lb for lb, us in study.items() if us and all(u is not None for u in us)]
     n = max(len(labels), 1)
@@ -58,9 +60,7 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
     (top) and the first-last gap (bottom) of each stored network against iterations (thousands), one
     line per network, coloured by its branch (:func:`posbias.budget_read.branches_of`; solid: trained
     under the design, dashed: admitted). A configuration with no network stored says ``not yet``."""
-    from .. import budget as bd
-    from .. import convergence as cv
-    from ..budget_read import branches_of, done
+    from ..budget_read import branches_of, done  # lazy: posbias.budget_read (torch) costs ~1.5s at import
 
     labels = list(study)
     fig, axes = plt.subplots(2, max(len(labels), 1), figsize=(2.6 * max(len(labels), 1), 4.6), sharex="col",

@@ -20,6 +20,7 @@ import matplotlib
 matplotlib.use("Agg") if not os.environ.get("MPLBACKEND") else None
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .. import evidence  # noqa: E402
 from ..provenance import git_state, sha256_file  # noqa: E402
 
 __all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigure"]
@@ -29,7 +30,7 @@ FORMATS = ("png", "svg", "pdf")
 
 def style() -> None:
     """The book's one figure style (seaborn, colour-blind palette, deterministic SVG ids)."""
-    import seaborn as sns
+    import seaborn as sns  # lazy: seaborn costs ~1.7s at import
 
     sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
     plt.rcParams.update({
@@ -46,7 +47,7 @@ def style() -> None:
 
 
 def _provenance(name: str, caption: str, data: Any = None) -> dict[str, Any]:
-    from .. import evidence, report
+    from .. import report  # lazy: posbias.report costs ~0.1s and hooks the store
 
     if data is None:        # every file the run had read when the figure was saved
         files, scope = evidence.portable(report.record()["data"]), "read by the run"
@@ -83,7 +84,7 @@ _GLUE_ROLE = re.compile(r"\{glue(?::(?P<kind>[\w-]*))?\}`(?P<content>[^`]*)`")
 def _format_glued(value: Any, fmt: str) -> str:
     """``value`` as ``{glue:text}`name:fmt``` shows it: myst-nb's own ``format_plain_text`` applied to
     the value's plain-text form, ``repr`` (what the glued output holds)."""
-    from myst_nb.core.variables import format_plain_text
+    from myst_nb.core.variables import format_plain_text  # lazy: myst_nb.core.variables costs ~0.9s at import
 
     return format_plain_text(repr(value), fmt)
 
@@ -120,7 +121,7 @@ def caption_for(name: str, caption: str | None = None) -> str:
     recorded so far (:func:`resolve_glue`); a figure without a directive, or a ``caption`` given as
     well, is a ValueError: a caption has one source. Outside a run (interactive use) it is
     ``caption``, or empty."""
-    from .. import report
+    from .. import report  # lazy: posbias.report costs ~0.1s and hooks the store
 
     raw = os.environ.get("POSBIAS_CAPTIONS")
     if raw is None:
@@ -167,7 +168,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None, d
     interactively ``caption`` is optional. Returns the figure's record: files with SHA-256, the
     caption and the provenance; ending a cell, it shows nothing.
     """
-    from .. import report
+    from .. import report  # lazy: posbias.report costs ~0.1s and hooks the store
 
     caption = caption_for(name, caption)
     run_dir = Path(os.environ.get("POSBIAS_RUN_DIR", "."))
@@ -192,7 +193,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None, d
     entry = SavedFigure(name=name, caption=caption, files=files, provenance=prov)
     report.note_figure(entry)
     try:
-        from myst_nb import glue
+        from myst_nb import glue  # optional dependency
 
         if report._in_notebook():
             glue(name, _Glued(out / f"{name}.png", caption), display=False)

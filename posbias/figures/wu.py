@@ -10,6 +10,7 @@ from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt  # the backend is chosen by posbias.figures.saving, imported first
+import numpy as np
 
 __all__ = ["gap_curves_figure", "gap_bars_figure", "attention_maps_figure", "alpha_profile_figure",
            "sink_panels_figure", "fig3_accuracy_figure", "fig4_accuracy_figure", "fig3_sweep_figure",
@@ -21,7 +22,7 @@ def gap_curves_figure(results: dict[str, list[dict]], pes: list[str], depths: li
     """The three gaps of Wu et al. against training iteration, one panel per gap: the mean over
     seeds of ``results[f"{pe}|{depth}"]`` (stored units with ``curves``), line style = PE, colour
     = depth, and with ``spread`` a band of one standard deviation over seeds."""
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharey=True)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -51,7 +52,7 @@ def gap_bars_figure(results: dict[str, list[dict]], pes: list[str], depths: list
     """Wu et al.'s Figure 2 as the paper draws it: one panel per depth, the three gaps as bars grouped
     by gap, one bar per PE; each bar the mean over the seeds of ``results[f"{pe}|{depth}"]`` with an
     error bar of one standard error (:func:`posbias.evaluate.seed_mean_se`, ``n_test`` sequences)."""
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     n = max(len(depths), 1)
     fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.2), sharey=True, squeeze=False)
@@ -80,8 +81,6 @@ def sink_panels_figure(values: dict[str, Any], windows: list[int], prefixes: lis
     ``values[label]`` is ``(seeds, T)`` (labels ``causal``, ``window|w``, ``prefix|K``; missing ones
     are skipped): the causal panel shows bars of the mean over seeds with one standard deviation,
     the others one line per width or prefix size."""
-    import numpy as np
-
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.2), sharey=True)
     if "causal" in values:
         v = np.asarray(values["causal"])
@@ -105,8 +104,6 @@ def sink_panels_figure(values: dict[str, Any], windows: list[int], prefixes: lis
 def attention_maps_figure(maps: Any, mask: Any, title: str = "") -> matplotlib.figure.Figure:
     """Wu et al.'s Figure 5 layout: one heat map per layer of a mean attention map ``(depth, T, T)``
     (rows: queries, columns: keys), masked entries blank, tokens labelled ``x1 l1 ... x8 l8 xq``."""
-    import numpy as np
-
     maps = np.array(maps, dtype=float)
     depth, T = maps.shape[0], maps.shape[-1]
     fig, axes = plt.subplots(1, depth, figsize=(4 * depth, 3.6), squeeze=False)
@@ -126,8 +123,6 @@ def attention_maps_figure(maps: Any, mask: Any, title: str = "") -> matplotlib.f
 def alpha_profile_figure(alpha: Any, alpha_unif: Any) -> matplotlib.figure.Figure:
     """``alpha_k`` of each layer against key position, mean over seeds with one standard deviation,
     from ``alpha`` ``(seeds, depth, T)``, beside the uniform-attention baseline ``alpha_unif`` ``(T,)``."""
-    import numpy as np
-
     alpha = np.asarray(alpha, dtype=float)
     k = np.arange(1, alpha.shape[-1] + 1)
     fig, ax = plt.subplots(figsize=(6, 3))
@@ -152,7 +147,7 @@ _EMPTY = "no configuration complete yet"
 
 def _masks_pes() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The masks and the PEs of Figures 3 and 4, in the order of :data:`posbias.evaluate.FIG3_NAMES`."""
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     labels = [k.split("|") for k in ev.FIG3_NAMES]
     return tuple(dict.fromkeys(m for m, _ in labels)), tuple(dict.fromkeys(p for _, p in labels))
@@ -160,7 +155,7 @@ def _masks_pes() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _pe_name(label: str) -> str:
     """``"causal|rope"`` -> ``"RoPE"``: the PE part of :data:`posbias.evaluate.FIG3_NAMES`."""
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     return ev.FIG3_NAMES[label].split(", ")[1]
 
@@ -185,9 +180,7 @@ def _legend(axes: Any, **kw: Any) -> None:
 def _ic_bars(ax: Any, acc: dict[str, Any], prefix: str, mask: str, fontsize: int) -> None:
     """One panel of Figures 3/4: for each PE, bars of the mean over seeds of ``acc[prefix + mask|pe]``
     ``(seeds, 6)`` on the six IC sets, with one standard deviation over seeds."""
-    import numpy as np
-
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     pes = _masks_pes()[1]
     w = 0.8 / len(pes)
@@ -241,8 +234,6 @@ def fig3_sweep_figure(sweeps: dict[str, Any]) -> matplotlib.figure.Figure:
     """Figure 3's networks against the slot of the answer: one panel per mask, one line per PE, the
     mean over seeds with one standard deviation. ``sweeps["mask|pe"]`` is ``(seeds, N)``: the stored
     ``sweep_accuracy`` (the answer at item ``1..N``); missing labels are not drawn."""
-    import numpy as np
-
     masks, pes = _masks_pes()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
     for ax, mask in zip(axes, masks):
@@ -264,9 +255,7 @@ def fig4_sweep_figure(sweeps: dict[str, Any], wheres: tuple[str, ...] = ("first"
     """Figure 4's networks against the slot of the answer: one panel per slot ``w`` biased in training,
     one line per architecture at the mean over seeds (solid: causal mask, dashed: no mask).
     ``sweeps["w|mask|pe"]`` is ``(seeds, N)``; missing labels are not drawn."""
-    import numpy as np
-
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, len(wheres), figsize=(4 * len(wheres), 3.2), sharey=True, squeeze=False)
     for ax, w in zip(axes[0], wheres):
@@ -286,7 +275,7 @@ def fig4_sweep_figure(sweeps: dict[str, Any], wheres: tuple[str, ...] = ("first"
 def fig3_gap_curves_figure(results: dict[str, list[dict]]) -> matplotlib.figure.Figure:
     """Figure 3's three gaps against training iteration, one panel per gap, one line per architecture
     (``results["mask|pe"]``: stored units with ``curves``) at the mean over seeds."""
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharey=True)
     for ax, p in zip(axes, [f"{a}-{b}" for a, b in ev.GAP_PAIRS]):
@@ -311,7 +300,7 @@ def fig4_preference_curves_figure(results: dict[str, list[dict]],
     architecture (``results["w|mask|pe"]``: stored units with ``curves``), the preference for ``w``
     (:func:`posbias.evaluate.slot_preference_curve`: the mean of the two gaps involving ``w``,
     signed toward it) at the mean over seeds."""
-    from .. import evaluate as ev
+    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, len(wheres), figsize=(4 * len(wheres), 3), sharey=True, squeeze=False)
     for ax, w in zip(axes[0], wheres):

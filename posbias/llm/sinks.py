@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from posbias.rollout import rollout
+
 from .loading import token_batch
 
 __all__ = ["attention_maps", "sink_alpha", "sink_rate", "first_over_rest", "FAR_ABOVE", "far_above_decided",
@@ -85,8 +87,6 @@ def far_above_decided(batch: int, factor: float = FAR_ABOVE) -> bool:
 
 def head_mean_rollout(attn: torch.Tensor, residual: bool = False) -> torch.Tensor:
     """Wu et al.'s cumulative context on the real layers, heads averaged: ``(B, L, H, n, n) -> (B, L, n, n)``."""
-    from posbias.rollout import rollout
-
     return rollout(attn.mean(dim=2).double(), residual=residual)
 
 
@@ -155,8 +155,6 @@ def rollout_survey(model, tokenizer, n_tokens: int, batch: int, seed: int = 0) -
     term; the same after removing the sink (position 1, rows renormalised), where "first" is the
     original position 2; and under uniform causal attention (the mask alone).
     """
-    from posbias.rollout import rollout
-
     ids = token_batch(tokenizer, "natural", n_tokens, batch, seed=seed)
     out: dict = {}
     acc: dict[str, list[torch.Tensor]] = {}

@@ -30,7 +30,7 @@ class StreamingCache:
     """
 
     def __init__(self, model, k: int, w: int | None):
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # lazy: transformers costs ~0.9s at import
 
         if k < 0 or (w is not None and w < 1):
             raise ValueError(f"need k >= 0 and w >= 1, got k={k}, w={w}")

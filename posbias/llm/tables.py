@@ -10,7 +10,8 @@ import math
 import numpy as np
 import torch
 
-from ..stats import t_critical
+from ..rollout import layers_to_reach
+from ..stats import rate_verdict, t_critical
 from .loading import tiny_llama
 from .sinks import sink_alpha, uniform_causal
 from .streaming import StreamingCache
@@ -39,7 +40,7 @@ def sink_position_table(surveys: dict, lengths: list[int], kinds: tuple[str, ...
     Columns: ``input``, ``n``, ``rate k=1`` (the sink rate of the first position), ``max rate k>1``
     (the largest rate at any later position) and ``at k`` (where, 1-based). A ``pandas.DataFrame``.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for n in lengths:
@@ -53,7 +54,7 @@ def sink_position_table(surveys: dict, lengths: list[int], kinds: tuple[str, ...
 def encoder_table(surveys: dict, lengths: list[int], kinds: tuple[str, ...] = ("natural", "random", "repeated")):
     """The encoder's sink rates, one row per (input kind, length): at ``[CLS]`` (first), at ``[SEP]``
     (last) and the largest over the ordinary tokens between them. A ``pandas.DataFrame``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for n in lengths:
@@ -79,8 +80,6 @@ def layer_profile(survey: dict, n_tokens: int, majority: float = 0.5) -> dict[st
 def rollout_reach(curves: dict, level: float = 0.9) -> dict[str, int]:
     """Layers each stored ``*_mean`` rollout curve of :func:`rollout_survey` needs to reach ``level``
     (``-1``: never), keyed like the curves."""
-    from posbias.rollout import layers_to_reach
-
     return {k: int(layers_to_reach(torch.tensor(v), level)) for k, v in curves.items() if k.endswith("_mean")}
 
 
@@ -103,7 +102,7 @@ def perplexity_after_eviction(curves: dict, windows: list[int], sinks: list[int]
 
 def streaming_table(ppl: dict, windows: list[int], sinks: list[int]):
     """:func:`perplexity_after_eviction` as a ``pandas.DataFrame``: one row per cache, one column per window."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     names = {"full": "full cache", 0: "window only"}
     rows = [{"cache": names.get(k, f"{k} sink(s) + window"), **{f"w = {w}": ppl[(k, w)] for w in windows}}
@@ -315,8 +314,6 @@ def retrieval_tests(rows: list[dict], n_pairs: int) -> dict[str, dict]:
     :func:`posbias.stats.rate_verdict` (reproduced, contradicted or inconclusive): ``above_chance``, the
     right answers against a uniform guess among the ``n_pairs`` values (``1 / n_pairs``), and
     ``copies_most``, the wrong answers that copy another pair's value against a half."""
-    from posbias.stats import rate_verdict
-
     wrong = wrong_answers(rows, n_pairs)
     return {"above_chance": rate_verdict(sum(bool(r["correct"]) for r in rows), len(rows), 1 / n_pairs),
             "copies_most": rate_verdict(wrong["n_from_context"], wrong["n_wrong"], 0.5)}

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import checkpoints, planning
 from .campaigns import (BUDGET_CONFIGS, CHAPTER_CAMPAIGNS, CONVERGED_CONFIGS, FIG2_PES, FIG3_CONFIGS, PROFILES,
                         budget_study, campaign_units,
-                        chapter_campaign, fig2_name, stored_campaign, store_finished)
+                        chapter_campaign, distinct, fig2_name, stored, stored_campaign, store_finished, units_of)
 from .checkpoints import Interrupted, checkpoint_interval
 from .engine import Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign, run_chapter_campaign, train_part
 from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
@@ -53,9 +54,6 @@ def park_campaign(experiment: str, profile: str = "paper", *, max_members: int |
                   log=print, workers: int = 1, **overrides: Any) -> dict[str, int]:
     """Commit the checkpoints of an unfinished campaign (:func:`.checkpoints.park`) as the campaign
     with these arguments would split it; trains nothing. Returns ``{"parked", "kept", "removed"}``."""
-    from . import checkpoints, planning
-    from .campaigns import distinct, stored, units_of
-
     missing = [u for u in distinct(units_of(experiment, profile, overrides)) if not stored(u)]
     parts, _ = planning.plan(missing, max_members, workers)
     return checkpoints.park(parts, stored, log)

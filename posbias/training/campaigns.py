@@ -9,6 +9,7 @@ import json
 from typing import Any, Callable, Mapping
 
 from .. import store
+from ..budget import admitted
 from ..model import MemberConfig
 from ..task import TaskConfig, slot_index
 from .units import CONFIRM_TEST_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, device
@@ -141,8 +142,6 @@ def admitted_record(label: str, seed: int, steps: int, eval_every: int, n_test: 
     """The committed record of the ``converged`` campaign (the plateau rule, capped at 500,000) of
     ``label`` and ``seed`` under these evaluation settings that the budget design admits as the
     trajectory of a network trained exactly ``steps`` (:func:`posbias.budget.admitted`), or None."""
-    from ..budget import admitted
-
     name, _, d = label.partition("|")
     names = {fig2_name(m, p): (m, p) for m, p in FIG2_PES}
     if name not in names or not d.isdigit():

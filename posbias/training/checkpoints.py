@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import io
+import os
 import random
 import signal
 import threading
@@ -34,8 +36,6 @@ Log = Callable[[str], None]
 
 def checkpoint_interval() -> float:
     """Seconds between checkpoints of a running ensemble: ``$POSBIAS_CHECKPOINT_SECONDS``, else 60."""
-    import os
-
     raw = os.environ.get("POSBIAS_CHECKPOINT_SECONDS", "").strip()
     if not raw:
         return 60.0
@@ -157,8 +157,6 @@ def guard(lock: Path, wait: Log | None = None) -> Iterator[bool]:
     (False: another process holds it); with it, says so through ``wait`` and waits. A filesystem
     without ``flock`` (Lustre without the option, NFS ``nolock``) yields True with a warning: the
     guard against a duplicate task is then off."""
-    import fcntl
-
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a+") as f:
         try:

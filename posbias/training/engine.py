@@ -39,7 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy
 import torch
+import yaml
+from tqdm import tqdm
 
 from . import checkpoints as ck
 from .campaigns import chapter_campaign, distinct, store_unit, stored, units_of
@@ -91,8 +94,6 @@ def fingerprint() -> dict[str, str]:
 
 
 def _read_fingerprint() -> tuple[tuple[str, str], ...]:
-    import numpy
-
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent.parent
     for f in sorted(root.rglob("*.py")):
@@ -124,7 +125,7 @@ def part_key(part: list[Unit]) -> str:
 def _worker():
     """The Dask worker running this task, or None in a plain process."""
     try:
-        from distributed import get_worker
+        from distributed import get_worker  # lazy: distributed costs ~0.3s at import
         return get_worker()
     except (ImportError, ValueError):
         return None
@@ -133,7 +134,7 @@ def _worker():
 def _stop_flag(name: str) -> Callable[[], bool]:
     """On a worker: True once the driver has set the Dask event ``name`` (asked at most once a second;
     a scheduler out of reach stops nothing)."""
-    from distributed import Event
+    from distributed import Event  # lazy: distributed costs ~0.3s at import
 
     event, state = Event(name), {"asked": 0.0, "set": False}
 
@@ -215,7 +216,7 @@ class Engine:
         """A ``LocalCluster``: ``n_workers`` processes (``auto``: one per usable core, divided by
         ``threads``) of one Dask thread each; every task uses ``threads`` torch threads (default: the
         cores divided among the workers, at least 1)."""
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster  # lazy: distributed costs ~0.3s at import
 
         cores = len(os.sched_getaffinity(0))
         n = max(1, cores // (threads or 1)) if n_workers == "auto" else int(n_workers)
@@ -230,7 +231,7 @@ class Engine:
     def connect(cls, address: str | None = None, scheduler_file: str | None = None, threads: int = 1) -> "Engine":
         """An existing scheduler (``tcp://host:port``, or the file ``dask scheduler --scheduler-file``
         wrote); its workers are checked against the driver (:func:`check_workers`)."""
-        from distributed import Client
+        from distributed import Client  # lazy: distributed costs ~0.3s at import
 
         try:
             client = (Client(address, timeout="30s") if address
@@ -250,7 +251,7 @@ class Engine:
               dashboard: bool = False) -> "Engine":
         """A Slurm cluster through dask-jobqueue (:func:`slurm_cluster`), scaled adaptively to at most
         ``max_jobs`` jobs."""
-        from distributed import Client
+        from distributed import Client  # lazy: distributed costs ~0.3s at import
 
         cluster = slurm_cluster(config, gpus=gpus, threads=threads, dashboard=dashboard)
         cluster.adapt(minimum_jobs=0, maximum_jobs=max_jobs)
@@ -268,7 +269,7 @@ def _ignore_sigint() -> Any:
     """A worker plugin: the worker process ignores SIGINT. A terminal's Ctrl-C goes to the whole
     process group, a local cluster's workers included; ignoring it lets them live until the driver
     has asked them to save their checkpoints (:func:`_stop_workers`)."""
-    from distributed import WorkerPlugin
+    from distributed import WorkerPlugin  # lazy: distributed costs ~0.3s at import
 
     class IgnoreSigint(WorkerPlugin):
         name = "posbias-ignore-sigint"
@@ -287,7 +288,7 @@ def _dashboard(on: bool) -> str:
     if not on:
         return ":0"
     try:
-        import bokeh  # noqa: F401
+        import bokeh  # noqa: F401  # optional dependency
     except ImportError as e:
         raise RuntimeError("--dashboard needs the bokeh package: pip install 'bokeh>=3.1'") from e
     return ":8787"
@@ -319,9 +320,8 @@ def slurm_cluster(config: str | None = None, *, gpus: int = 0, threads: int = 1,
     of the walltime (at least 5 minutes) before it (staggered), so a task's last checkpoint is saved
     and the task moves to a fresh job, and with ``gpus`` a ``--gres=gpu:N`` request and the Dask
     resource ``GPU=N`` that every task asks for. Submits nothing until scaled."""
-    import dask.config
-    import yaml
-    from dask_jobqueue import SLURMCluster
+    import dask.config  # lazy: dask costs ~0.2s at import
+    from dask_jobqueue import SLURMCluster  # lazy: dask_jobqueue costs ~0.3s at import
 
     if config:
         dask.config.update(dask.config.config, yaml.safe_load(Path(config).read_text()), priority="new")
@@ -386,7 +386,7 @@ def _run_parts(parts: list[list[Unit]], found: list[ck.Found], engine: Engine | 
             if not all(stored(u) for u in part):
                 yield part, train_part(part, threads=default_threads(), progress=progress, log=log, wait=True)
         return
-    from distributed import Event, as_completed
+    from distributed import Event, as_completed  # lazy: distributed costs ~0.3s at import
 
     expect = fingerprint()
     bar = _Progress(parts, found, progress, log)
@@ -421,7 +421,7 @@ def _stop_workers(stop: Any, running: list[Any], log: ck.Log) -> None:
     part saves its checkpoint at its next step boundary and returns."""
     if not running:
         return
-    from distributed import wait
+    from distributed import wait  # lazy: distributed costs ~0.3s at import
 
     log(f"stopping: {len(running)} part(s) save their checkpoints first (waiting at most {STOP_SECONDS:.0f} s)")
     with contextlib.suppress(Exception):
@@ -439,7 +439,6 @@ class _Progress:
         total = sum(p[0].steps for p in parts)
         self.bar = None
         if show:
-            from tqdm import tqdm
             self.bar = tqdm(total=total, initial=sum(self.done.values()), desc="steps", unit="step", file=sys.stderr)
             self.bar.set_postfix_str(f"units 0/{self.units}")
 

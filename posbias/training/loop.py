@@ -3,7 +3,9 @@ evaluated every ``eval_every`` steps, checkpointed and resumable exactly."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import platform
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -12,6 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from .. import evaluate as ev
+from .. import parking
+from ..convergence import member_curves, rule, rule_holds
 from ..model import EnsembleNet
 from ..provenance import collect
 from ..task import TaskConfig, ensemble_batch, make_task
@@ -36,10 +40,6 @@ def tune_allocator() -> bool:
     Returns whether the allocator is tuned: False off glibc, or with ``$POSBIAS_TUNE_MALLOC=0``.
     """
     global _allocator_tuned
-    import ctypes
-    import os
-    import platform
-
     if _allocator_tuned or os.environ.get("POSBIAS_TUNE_MALLOC", "1").strip() == "0":
         return _allocator_tuned
     if platform.libc_ver()[0] != "glibc":
@@ -58,8 +58,6 @@ def _libgomp() -> Any:
     another parallel backend)."""
     global _libgomp_lib
     if _libgomp_lib is False:
-        import ctypes
-
         _libgomp_lib = None
         try:
             with open("/proc/self/maps") as maps:
@@ -160,8 +158,6 @@ class Ensemble:
         campaign's ``state.pt``) or a checkpoint committed to ``data/checkpoints`` in parts (named by any
         part, or by ``<key>.pt``; its parts joined and checked against the manifest). Raises
         ``ValueError`` when ``path`` holds none."""
-        from .. import parking
-
         dev, path = torch.device("cpu") if dev is None else dev, Path(path).resolve()
         whole = parking.whole_of(path) or path
         src = parking.parked_checkpoint(whole) if parking.parked_parts(whole) else path
@@ -268,8 +264,6 @@ def _stop_rule(units: list[Unit]) -> Any:
     steps). A unit with a rule trains alone: its stop must depend on its own curves only."""
     if units[0].stop_rule is None:
         return None
-    from ..convergence import rule
-
     if len(units) != 1:
         raise ValueError(f"a unit with the stopping rule {units[0].stop_rule!r} trains alone, got {len(units)}")
     return rule(units[0].stop_rule)
@@ -277,8 +271,6 @@ def _stop_rule(units: list[Unit]) -> Any:
 
 def _rule_holds(run: "Ensemble", rule: Any) -> bool:
     """Does ``rule`` hold on the one member's curves at its last evaluation?"""
-    from ..convergence import member_curves, rule_holds
-
     return bool(rule_holds(member_curves(run.curves), run.units[0].n_test, rule))
 
 
@@ -330,7 +322,7 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
             steps = run.start               # it stopped here already (killed before its results were written)
         bar = None
         if progress:
-            from ..report import progress as _progress  # rare plain-text updates inside an executed notebook
+            from ..report import progress as _progress  # lazy: posbias.report costs ~0.1s and hooks the store
             bar = _progress(total=steps, initial=run.start, desc=f"depth {units[0].depth} x {run.E} members",
                             leave=False)
         t_last, t0, t_run, done = time.monotonic(), time.perf_counter() - run.wall, time.perf_counter(), run.start
