@@ -381,3 +381,19 @@ def test_last_row_increments():
     s = torch.tensor([[1.0, 0, 0], [2.0, 3.0, 0], [5.0, 7.0, 11.0]])
     assert np.array_equal(lnsim.last_row_increments(s), np.array([0.0, 2.0]))
     assert np.array_equal(lnsim.last_row_increments(s.numpy()), np.array([0.0, 2.0]))
+
+
+def test_layer1_moments_check_states_the_smallest_error_it_can_see(fresh):
+    """Two grid points: allowances recovered from each result (|MC - prediction| - excess), the larger
+    reported; the verdict fails where either excess is positive."""
+    from posbias import report
+
+    pts = {"a": dict(mean_excess=-0.03, var_excess=-0.2, mean_pred=1.0, mean_mc=1.01, var_pred=2.0, var_mc=2.1),
+           "b": dict(mean_excess=-0.01, var_excess=-0.05, mean_pred=0.5, mean_mc=0.45, var_pred=1.0, var_mc=0.9)}
+    lnsim.check_layer1_moments(pts)
+    (c,) = report.record()["checks"]
+    assert c["passed"] and c["value"]["smallest mean error seen"] == pytest.approx(0.06)        # 0.05 + 0.01
+    assert c["value"]["smallest relative variance error seen"] == pytest.approx(0.15)          # (0.1 + 0.2) / 2
+    report._RECORD["checks"] = []                                        # a second run of the same check
+    lnsim.check_layer1_moments({**pts, "c": {**pts["a"], "var_excess": 0.01}})
+    assert not report.record()["checks"][-1]["passed"]
