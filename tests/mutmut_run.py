@@ -270,6 +270,12 @@ def main() -> int:
     done = _statuses(mutmut, work, env)
     todo = [n for n in names if done.get(n) in (None, "not checked")] if names else []
     print(f"{len(names) - len(todo)} of {len(names)} sampled mutants already tested; testing the rest", flush=True)
+    copied = (work / "COMMIT").read_text().strip() if (work / "COMMIT").exists() else None
+    drawn = json.loads(Path(args.sample_file).read_text()).get("commit") if names else None
+    if todo and copied and drawn and copied != drawn:
+        raise SystemExit(f"{work} holds the sources of {copied[:12]} (a --rerun put them there), not those of "
+                         f"{drawn[:12]} the sample was drawn from: its untested mutants would be tested on other "
+                         "code. Finish the sample in a work folder made from its commit.")
     try:
         if todo or not names:
             subprocess.run([*mutmut, "run", "--max-children", str(args.jobs), *todo], cwd=work, env=env,
