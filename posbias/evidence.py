@@ -76,12 +76,7 @@ def stored_file(experiment: str, params: dict[str, Any], version: int | str = 1)
 def portable(entries: list[dict[str, str]]) -> list[dict[str, str]]:
     """``entries`` (a run's data list) with user-cache paths written as ``<cache>/...``, ``path`` and
     ``sha256`` only: what a figure's metadata may publish."""
-    cache = str(store.cache_dir().resolve()) + "/"
-    out = []
-    for e in entries:
-        p = str(e["path"])
-        out.append({"path": CACHE_PREFIX + p[len(cache):] if p.startswith(cache) else p, "sha256": e["sha256"]})
-    return out
+    return [{"path": store.shown_path(e["path"]), "sha256": e["sha256"]} for e in entries]
 
 
 def record(entries: list[dict[str, str]]) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 __all__ = ["DATA", "MANIFEST", "DataError", "WriteError", "write_error", "cache_dir", "key_of", "cached",
            "checkpoint_dir", "atomic_write", "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest",
            "locked", "READ_HOOKS", "on_read", "lookup", "lookup_record", "result_name", "is_stored", "usable_entry",
-           "file_hash", "result_hash", "CACHE_PREFIX"]
+           "file_hash", "result_hash", "shown_path", "CACHE_PREFIX"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -326,13 +326,13 @@ def on_read(hook: Callable[[str, str, str], None]) -> None:
 
 def _noted(path: Path, source: str) -> None:
     for hook in READ_HOOKS:
-        hook(_relative(path), file_hash(path), source)
+        hook(shown_path(path), file_hash(path), source)
 
 
-def _relative(path: Path) -> str:
+def shown_path(path: Path | str) -> str:
     """``path`` as pages and records name it: relative to the repository, or ``<cache>/...`` for the
-    user cache (a published page never shows a home folder)."""
-    p = path.resolve()
+    user cache (a published page never shows a home folder); any other path as given."""
+    p = Path(path).resolve()
     for base, prefix in ((ROOT, ""), (cache_dir().resolve(), CACHE_PREFIX)):
         try:
             return prefix + str(p.relative_to(base))
