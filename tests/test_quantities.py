@@ -323,3 +323,62 @@ def test_uniform_alpha_never_rises_with_the_key(kind, T):
         a = ev.uniform_sink_alpha(cfg.mask_and_bias(T)[0])
         assert bool((a[1:] <= a[:-1] + 1e-15).all()), (cfg, a.tolist())
 
+
+
+def test_sink_and_prefix_margins_by_hand():
+    """Excess e_k = alpha_k - uniform alpha_k per key (every key its own value). sink_margin: e_1 minus the
+    largest e of keys 2..T-1; prefix_margin: mean e over the prefix minus mean e over the keys after it
+    but the last (keys 3..16 for a prefix of 2 over 17 tokens)."""
+    T = 17
+    causal, prefix = MemberConfig("causal"), MemberConfig("prefix", prefix=2)
+    alpha = torch.linspace(0.9, 0.1, T, dtype=torch.float64) ** 2
+    for name, cfg in (("causal", causal), ("prefix|2", prefix)):
+        units = {name: _alpha_units(alpha, cfg)}
+        e = alpha - ev.uniform_sink_alpha(cfg.mask_and_bias(T)[0])
+        got = q.sink_margin(units, name)
+        assert got.per_seed.tolist() == pytest.approx([float(e[0] - e[1:T - 1].max())] * 2, abs=1e-12)
+        assert got.coef2 == 4
+    got = q.prefix_margin({"prefix|2": _alpha_units(alpha, prefix)}, "prefix|2", 2).per_seed
+    e = alpha - ev.uniform_sink_alpha(prefix.mask_and_bias(T)[0])
+    assert got.tolist() == pytest.approx([float(e[:2].mean() - e[2:T - 1].mean())] * 2, abs=1e-12)
+
+
+def test_rate_quantities_carry_their_coefficients():
+    """Gu et al.'s rate quantities: the binomial bound's factor is the squared sum of |coefficients|:
+    one rate 1; a difference of two rates (margins) 4."""
+    T = 17
+    share = [0.9] + [0.1] * (T - 1)
+    units = {"causal": _sink_units(MemberConfig("causal"), share=share),
+             "prefix|2": _sink_units(MemberConfig("prefix", prefix=2), share=share)}
+    assert q.sink_rate(units, "causal", [1, 1]).coef2 == 1.0
+    assert q.rate_margin(units, "causal").coef2 == 4.0
+    assert q.prefix_rate_margin(units, "prefix|2", 2).coef2 == 4.0
+
+
+def test_sink_baseline_rows_by_hand():
+    """Two runs of prefix|2 with rates 0.2 and 0.6 at keys 1-2: the sink rate is their mean over runs at
+    keys 1..2 (0.4), labelled '1..2'; the causal mask's row reads key 1 alone, labelled '1'."""
+    T = 17
+    cp, cc = MemberConfig("prefix", prefix=2), MemberConfig("causal")
+    runs = [_unit(share=[r, r] + [0.0] * (T - 2), alpha=[0.1] * T, cfg=cp) for r in (0.2, 0.6)]
+    causal = [_unit(share=[0.5] + [0.0] * (T - 1), alpha=[0.1] * T, cfg=cc)] * 2
+    rows = q.sink_baseline_rows({"prefix|2": runs, "causal": causal})
+    assert [set(r) for r in rows] == [{"mask", "sink keys", "sink rate", "under uniform attention",
+                                       "excess over uniform"}] * 2
+    assert (rows[0]["mask"], rows[0]["sink keys"], rows[0]["sink rate"]) == ("prefix 2", "1..2", pytest.approx(0.4))
+    assert (rows[1]["mask"], rows[1]["sink keys"], rows[1]["sink rate"]) == ("causal", "1", pytest.approx(0.5))
+
+
+def test_u_depth_max_of_one_configuration_is_its_u():
+    sweep = [0.9, 0.4, 0.5, 0.6, 0.5, 0.4, 0.6, 0.8]                     # U = 0.8 - 0.5 = 0.3
+    got = q.u_depth_max({"c": [_unit(sweep=sweep)] * 2}, ["c"])
+    assert got.per_seed.tolist() == pytest.approx([0.3, 0.3]) and got.coef2 == pytest.approx(1 + 1 / 6)
+
+
+def test_rate_margin_on_three_tokens_reads_key_two_alone():
+    """T = 3: the keys between the first and the last are key 2 alone. Uniform causal attention over 3 tokens
+    has alpha 0.61, 0.42, 0.33 (all above 0.3): baseline 1 - 1 = 0; the networks' 0.9 - 0.2."""
+    cfg = MemberConfig("causal")
+    units = {"causal": _sink_units(cfg, share=[0.9, 0.2, 0.95])}
+    m = q.rate_margin(units, "causal")
+    assert m.per_seed.tolist() == pytest.approx([0.7] * 5) and m.baseline == 0.0

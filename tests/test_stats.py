@@ -125,3 +125,13 @@ def test_family_z_is_bonferroni_two_sided():
 def test_rate_verdict_on_no_trials_says_nothing_and_is_a_probability():
     r = rate_verdict(0, 0, 0.5)
     assert (r["p_above"], r["p_below"], r["verdict"], r["n"]) == (1.0, 1.0, "inconclusive", 0)
+
+
+def test_within_bound_returns_its_inputs_by_name_and_takes_a_bound_of_zero():
+    from posbias.stats import within_bound
+
+    r = within_bound(0.0, 0.0, 0.0)                 # exactly zero, known exactly: within a bound of zero
+    assert r == {"value": 0.0, "se": 0.0, "bound": 0.0, "z": pytest.approx(1.959964, abs=1e-6), "verdict": "reproduced"}
+    assert within_bound(0.1, 0.0, 0.0)["verdict"] == "contradicted"
+    with pytest.raises(ValueError, match="bound >= 0"):
+        within_bound(0.0, 0.1, -0.01)

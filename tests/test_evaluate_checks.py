@@ -1,0 +1,67 @@
+"""posbias.evaluate, the checks and readings a trained chapter calls (the rest: tests/test_evaluate.py),
+each against values written out by hand."""
+import pytest
+import torch
+
+from posbias import evaluate as ev
+from posbias.masks import make_mask
+
+NAMES = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+
+
+def _unit(acc=0.3, gap_shift=0.0, depth=2):
+    ic = {n: acc for n in NAMES}
+    gaps = {k: float(v) + gap_shift for k, v in ev.gaps(ic).items()}
+    return {"ic_accuracy": ic, "gaps": gaps, "params": {"depth": depth},
+            "curves": {"step": [0, 1, 2], "loss": [0.0, 3.4, 3.2], **{n: [acc] * 3 for n in NAMES}}}
+
+
+def test_first_is_peak_needs_key_one_strictly_above_the_rest():
+    assert ev.first_is_peak([0.6, 0.5, 0.1, 0.9])                 # the last key does not count
+    assert not ev.first_is_peak([0.5, 0.5, 0.1, 0.9])             # a tie is not a peak
+    assert not ev.first_is_peak([0.0, 0.0, 0.0, 0.0])
+
+
+def test_learning_judged_says_nothing_when_every_network_is_judged():
+    shallow = [_unit(depth=2), _unit(depth=4)]
+    assert ev.learning_judged(shallow, 2000) == (shallow, "")
+    judged, why = ev.learning_judged([*shallow, _unit(depth=6)], 2000)
+    assert judged == shallow and why.startswith("networks of depth 6 are not judged")
+
+
+def test_check_training_reports_the_stale_gap_it_measured(fresh):
+    from posbias import report
+
+    ev.check_training([_unit(gap_shift=0.004)] * 2, 1000, steps=100_000)
+    c = next(c for c in report.record()["checks"] if c["name"] == "gaps-recomputed")
+    assert not c["passed"] and c["value"] == pytest.approx(0.004)
+
+
+def test_check_attention_records_is_strict_at_its_tolerance(fresh):
+    """Uniform causal maps over 4 tokens, the last row putting nothing on the last key (alpha_4 = 0 of the
+    mean map): stored alpha equal to the map's passes; stored alpha_4 = 1e-5, a gap of exactly 1e-5, fails
+    '< 1e-5' and the check reports that gap."""
+    from posbias import report
+
+    mask = make_mask("causal", 4)
+    a = mask.double() / mask.double().sum(-1, keepdim=True)
+    a[3] = torch.tensor([1 / 3, 1 / 3, 1 / 3, 0.0], dtype=torch.float64)
+    alpha = ev.sink_alpha(a, mask)
+    assert float(alpha[3]) == 0.0
+    unit = {"mean_attention": [a.tolist()], "sink_alpha": [alpha.tolist()]}
+    ev.check_attention_records([unit, unit], mask, prefix="ok-")
+    stale = {**unit, "sink_alpha": [[*alpha[:3].tolist(), 1e-5]]}
+    ev.check_attention_records([unit, stale], mask, prefix="edge-")
+    got = {c["name"]: c for c in report.record()["checks"]}
+    assert got["ok-alpha-recomputed"]["passed"] and got["ok-attention-masked"]["passed"]
+    assert not got["edge-alpha-recomputed"]["passed"] and got["edge-alpha-recomputed"]["value"] == 1e-5
+
+
+def test_sink_rate_rows_read_key_one_for_windows_and_the_prefix_mean_for_prefixes():
+    share = {"window|4": torch.tensor([[0.9, 0.1, 0.2, 0.3, 0.8]]),
+             "prefix|2": torch.tensor([[0.6, 0.4, 0.1, 0.2, 0.7]])}
+    rows = ev.sink_rate_rows(share, [4], [2], {"real": torch.tensor([0.5, 0.2, 0.3, 0.9])})
+    got = {r["network"]: (r["rate at the sink"], r["max elsewhere"]) for r in rows}
+    assert got["toy, window w=4"] == pytest.approx((0.9, 0.3))          # key 1; keys 2..4 (the last left out)
+    assert got["toy, prefix K=2 (prefix mean)"] == pytest.approx((0.5, 0.2))
+    assert got["real"] == pytest.approx((0.5, 0.3))
