@@ -110,3 +110,21 @@ def test_random_stack_first_layer_by_hand():
 def test_rope_refuses_an_odd_width_and_says_why():
     with pytest.raises(ValueError, match="RoPE needs an even width, got d=5"):
         rope_angles(4, 5)
+
+
+def test_random_stacks_default_to_seed_zero_and_apply_rope_when_given_a_base():
+    from posbias.attention import iter_random_attention
+
+    mask = make_mask("causal", 6)
+    plain, _ = random_attention_stack(mask, 2, samples=2)
+    assert torch.equal(plain, random_attention_stack(mask, 2, samples=2, seed=0)[0])
+    roped = torch.stack(list(iter_random_attention(mask, 2, samples=2, rope_base=100.0)), 1)
+    assert torch.equal(roped, random_attention_stack(mask, 2, samples=2, rope_base=100.0)[0])
+    assert not torch.allclose(roped, plain, atol=1e-6)                # rotated queries and keys move the weights
+
+
+def test_a_mask_row_with_nothing_allowed_is_refused_by_name():
+    mask = torch.ones(3, 3, dtype=torch.bool)
+    mask[1] = False
+    with pytest.raises(ValueError, match="every row of the mask must allow at least one position"):
+        masked_softmax(torch.zeros(3, 3), mask)

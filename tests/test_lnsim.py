@@ -334,8 +334,11 @@ def test_plot_score_map_scales_colour_to_the_strictly_lower_entries():
     assert im.get_clim() == (1.0, 6.0) and im.get_cmap().name == "magma"
     assert np.ma.getmaskarray(im.get_array()).tolist() == np.triu(np.ones((4, 4), dtype=bool), 1).tolist()
     (text,) = ax.texts
-    assert text.get_text() == "RP=0.50" and text.get_ha() == "right"
-    assert lnsim.plot_score_map(ax, s).get_cmap().name == "viridis"
+    assert text.get_text() == "RP=0.50" and text.get_ha() == "right" and text.get_position() == (4.3, 0.8)
+    assert im.get_extent() == [0.5, 4.5, 4.5, 0.5]               # cell k centred on k, row 1 at the top
+    fig2, ax2 = plt.subplots()
+    assert lnsim.plot_score_map(ax2, s).get_cmap().name == "viridis" and ax2.get_title() == ""
+    plt.close(fig2)
     assert lnsim.plot_score_map(ax, s, offdiag_scale=False).get_clim() == (0.0, 6.0)
     plt.close(fig)
 
@@ -397,3 +400,8 @@ def test_layer1_moments_check_states_the_smallest_error_it_can_see(fresh):
     report._RECORD["checks"] = []                                        # a second run of the same check
     lnsim.check_layer1_moments({**pts, "c": {**pts["a"], "var_excess": 0.01}})
     assert not report.record()["checks"][-1]["passed"]
+
+
+def test_simulate_refuses_impossible_sizes_by_name():
+    with pytest.raises(ValueError, match="need sims >= 1, n >= 2, d >= 2, depth >= 1"):
+        lnsim.simulate(n=1, sims=10)

@@ -188,3 +188,29 @@ def test_noln_score_variance_is_the_measured_variance_over_keys():
     want = 2 * lntheory.noln_score_variance(d, alpha)
     assert abs(var - want) <= 5 * var_se, (var, want)                    # exact: E|z_i + l u|^2 = d (1 + l^2)
     assert 5 * var_se < 0.2 * want                                       # resolves the factor 5/4 to l^2 alone
+
+
+def test_layer1_variance_second_order_by_hand():
+    """alpha = 0.5, d = 4: a1 = 1 + 5.5/4 = 2.375, a2 = 1 + 11/4 + (479/16 - 192/4)/8 = 1.4921875."""
+    from posbias import lntheory
+
+    v = lntheory.layer1_offdiag_moments(4, 0.5)[1]
+    a1, a2 = 2.375, 1 + 2.75 + (479 / 16 - 48) / 8
+    assert a2 == 1.4921875
+    assert lntheory.layer1_var_second_order(4, 0.5) == pytest.approx(v * (1 + a1 / 4 + a2 / 16), rel=1e-14)
+
+
+def test_anisotropy_outside_zero_to_one_is_refused_by_name():
+    from posbias import lntheory
+
+    with pytest.raises(ValueError, match=r"anisotropy alpha must be in \[0, 1\), got 1.0"):
+        lntheory.alpha_to_l(1.0)
+
+
+def test_compare_increments_defaults_to_three_standard_errors():
+    from posbias import lnsim, lntheory
+
+    res = lnsim.simulate(n=5, d=16, alpha=0.3, depth=2, sims=400, seed=2)
+    default, three, four = (lntheory.compare_increments(res, 16, 0.3, **kw) for kw in ({}, {"n_se": 3.0},
+                                                                                       {"n_se": 4.0}))
+    assert default["excess"] == three["excess"] != four["excess"]

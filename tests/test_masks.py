@@ -84,3 +84,11 @@ def test_is_closed_on_the_center_sets_and_off_them():
     assert is_closed(causal_mask(6), [0]) and is_closed(prefix_mask(6, 3), [0, 1, 2])
     assert not is_closed(causal_mask(6), [1])              # token 2 sees token 1
     assert not is_closed(prefix_mask(6, 3), [0, 1])         # the prefix tokens see each other
+
+
+def test_hop_distance_marks_an_unreachable_token_minus_one():
+    from posbias.masks import hop_distance
+
+    mask = torch.eye(3, dtype=torch.bool)
+    mask[1, 0] = True                                           # token 1 reaches token 0; token 2 does not
+    assert hop_distance(mask).tolist() == [0, 1, -1]

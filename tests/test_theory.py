@@ -277,7 +277,8 @@ def test_half_weight_rows_says_when_all_pairs_never_halve_and_refuses_a_slowest_
     th = theory.rope_slowest_angle(4, 100.0)
     hw = theory.half_weight_rows(-math.log(0.8), th, 0.35, 4, 100.0)
     assert float(hw["w_all"].min()) > 0.5 and hw["half_all"] == -1 and hw["half_rope"] == 30
-    with pytest.raises(ValueError, match="beta = 0.3 .*never halves"):
+    with pytest.raises(ValueError, match=r"beta = 0.3 .*never halves .*\(it stays above e\^\(-2 beta\) > 1/2\); "
+                                         "raise beta above 0.3466"):
         theory.half_weight_rows(-math.log(0.8), th, 0.3, 4, 100.0)
 
 
