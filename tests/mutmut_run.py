@@ -92,9 +92,13 @@ def _prepare(work: Path) -> None:
             shutil.copy2(src, work / name)
     (work / "data").symlink_to(ROOT / "data")       # read-only use: results are recomputed fresh
     (work / "COMMIT").write_text(_head() + "\n")
-    (work / "setup.cfg").write_text(CONFIG.format(paths="\n".join("    " + m for m in MODULES),
-                                                  tests="\n".join("    " + t for t in ["tests/mutmut_smoke.py",
-                                                                                          *UNIT_TESTS])))
+    (work / "setup.cfg").write_text(_config())
+
+
+def _config() -> str:
+    """mutmut's configuration: the mutated modules and the test files, as declared above."""
+    return CONFIG.format(paths="\n".join("    " + m for m in MODULES),
+                         tests="\n".join("    " + t for t in ["tests/mutmut_smoke.py", *UNIT_TESTS]))
 
 
 def _sample(args, mutmut: list[str], work: Path, env: dict) -> list[str]:
@@ -162,6 +166,7 @@ def rerun(args, mutmut: list[str], work: Path, env: dict) -> int:
                 shutil.rmtree(dest)
                 shutil.copytree(ROOT / name, dest, ignore=shutil.ignore_patterns("__pycache__", "_executed"))
     (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)      # the tests changed: collect again
+    (work / "setup.cfg").write_text(_config())                           # today's UNIT_TESTS, new files too
     (work / "COMMIT").write_text(_head() + "\n")
     every = _generate(mutmut, work, env, args.budget)
     shown: dict[str, list[str]] = {}
