@@ -184,7 +184,8 @@ class Scoreboard:
                     "claims need are committed)")
         h = claims.counts(done, True)
         differ = self.disagreements(figure)
-        return (f"{len(done)} of {figure}'s {len(cs)} claims are judged on them: {h['reproduced']} reproduced, "
+        return (f"{len(done)} of {figure}'s {len(cs)} claims are judged on them so far (Holm over the "
+                f"{len(self.confirm_done())} entries of the register judged yet): {h['reproduced']} reproduced, "
                 f"{h['contradicted']} contradicted, {h['inconclusive']} inconclusive; "
                 + ("the verdicts that differ from the exploratory ones: " + "; ".join(differ) if differ
                    else "every verdict agrees with the exploratory one"))
@@ -201,7 +202,9 @@ class Scoreboard:
         seen = sum(bool(self.partly_seen.get(j.entry.id)) for j in done)
         return (f"{h['reproduced']} of {len(done)} claims judged so far reproduced, {h['contradicted']} contradicted, "
                 f"{h['inconclusive']} inconclusive (on {', '.join(figs)}; {len(self.confirmatory) - len(done)} "
-                f"claims wait for networks; {seen} of the judged rest partly on networks read before the freeze)")
+                f"claims wait for networks; {seen} of the judged rest partly on networks read before the freeze; "
+                f"Holm's correction runs over the {len(done)} judged so far, so a verdict can still move as the "
+                "family grows)")
 
     def summary(self) -> dict[str, Any]:
         """Counts for prose and the front page: ``total``; ``holm_<status>`` (after Holm over the

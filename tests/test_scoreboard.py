@@ -98,8 +98,9 @@ def test_the_confirmatory_column_names_what_differs_and_counts_the_judged_only()
     board = sb.Scoreboard(tuple(ex), confirmatory=tuple(co), confirm_committed=15, confirm_needed=45,
                           partly_seen={b.id: ["decay|2"]}, confirm_units={"Figure 2": (15, 45)})
     words = board.confirm_words("Figure 2")
-    assert words.startswith(f"2 of Figure 2's {len(f2)} claims are judged on them: 1 reproduced, 1 contradicted, "
-                            "0 inconclusive")
+    assert words.startswith(f"2 of Figure 2's {len(f2)} claims are judged on them so far (Holm over the 2 entries "
+                            "of the register judged yet): 1 reproduced, 1 contradicted, 0 inconclusive")
+    assert "Holm's correction runs over the 2 judged so far" in board.confirm_phrase()
     assert board.disagreements("Figure 2") == [f"{b.id} (exploratory inconclusive, confirmatory contradicted)"]
     assert b.id in words and a.id not in words
     assert "1 of the judged rest partly on networks read before the freeze" in board.confirm_phrase()
