@@ -396,7 +396,11 @@ def test_layer1_moments_check_states_the_smallest_error_it_can_see(fresh):
     lnsim.check_layer1_moments(pts)
     (c,) = report.record()["checks"]
     assert c["passed"] and c["value"]["smallest mean error seen"] == pytest.approx(0.06)        # 0.05 + 0.01
-    assert c["value"]["smallest relative variance error seen"] == pytest.approx(0.15)          # (0.1 + 0.2) / 2
+    assert c["value"]["smallest variance error seen"] == pytest.approx(0.3)                    # 0.1 + 0.2
+    assert c["value"]["as a share of the predicted variance"] == pytest.approx(0.15)         # (0.1 + 0.2) / 2
+    report._RECORD["checks"] = []
+    lnsim.check_layer1_moments({"z": {**pts["a"], "var_pred": 0.0}})      # a zero prediction: no share, no crash
+    assert report.record()["checks"][-1]["value"]["as a share of the predicted variance"] is None
     report._RECORD["checks"] = []                                        # a second run of the same check
     lnsim.check_layer1_moments({**pts, "c": {**pts["a"], "var_excess": 0.01}})
     assert not report.record()["checks"][-1]["passed"]
