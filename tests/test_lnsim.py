@@ -409,3 +409,16 @@ def test_layer1_moments_check_states_the_smallest_error_it_can_see(fresh):
 def test_simulate_refuses_impossible_sizes_by_name():
     with pytest.raises(ValueError, match="need sims >= 1, n >= 2, d >= 2, depth >= 1"):
         lnsim.simulate(n=1, sims=10)
+
+
+def test_cached_simulate_stores_each_run_under_its_parameters_version_and_seed(tmp_path, monkeypatch):
+    from posbias import store
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    kw = dict(n=3, d=4, depth=1, sims=20)
+    a, b = lnsim.cached_simulate(seed=1, **kw), lnsim.cached_simulate(seed=2, **kw)
+    assert not np.array_equal(a.score_mean, b.score_mean, equal_nan=True)          # two keys, not one
+    full = {**lnsim._sim_defaults(), **kw, "seed": 2}
+    rec = store.lookup_record("kim-sim", full, version=1)
+    assert rec is not None and rec["params"] == full and rec["provenance"]["seeds"] == [2]
+    assert store.lookup_record("kim-sim", full, version=2) is None

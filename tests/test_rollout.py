@@ -137,6 +137,9 @@ def test_prefix_rollout_keeps_the_prefix_columns_and_its_bounds_hold():
     assert abs(r["drawn_ratio"] - drawn) < 1e-9 and 0 < r["drawn_ratio"] <= 1 + 1e-9 and r["generic_ratio"] <= 1 + 1e-9
     assert r["share_floor_ok"] and r["share_min"] >= r["a_priori"]
     assert abs(r["final"] - float((1 - p[:, -1, :, :k].sum(-1)).max())) < 1e-12
+    eps = math.exp(-2 * b) / n                                          # the generic bound, layer by layer
+    generic = max(float((1 - p[:, t, :, :k].sum(-1)).max()) / (1 - k * eps) ** (t + 1) for t in range(depth))
+    assert r["a_priori"] == eps and math.isclose(r["generic_ratio"], generic, rel_tol=1e-9)
 
 
 def test_walk_sum_is_the_product_in_its_order():
@@ -230,3 +233,11 @@ def test_row_powers_refuses_bad_depths_with_the_rule():
     for bad in ([], [0]):
         with pytest.raises(ValueError, match="depths must be a non-empty list of integers >= 1"):
             row_powers(a, 2, bad)
+
+
+def test_drain_summary_when_the_last_token_never_reaches_the_level():
+    from posbias.rollout import drain_summary
+
+    mass = torch.tensor([[[1, 0.0, 0.0], [1, 0.3, 0.1], [1, 0.6, 0.2]]], dtype=torch.float64)   # (1, 3, 3)
+    s = drain_summary(mass, torch.tensor([0, 1, 1]), level=0.5)
+    assert s["never"] == 1 and s["needed_min"] == -1 and math.isnan(s["needed"])

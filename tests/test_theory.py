@@ -329,3 +329,10 @@ def test_decay_distance_refuses_m_zero_and_rope_bounds_meet_at_k_zero():
     for depth, beta in ((2, 1.3), (5, 0.4)):
         lo, hi = theory.rope_profile_bounds_log(torch.tensor([0.0]), depth, 0.2, beta)
         assert float(lo[0]) == pytest.approx(beta * depth, abs=1e-12) and float(hi[0]) == pytest.approx(beta * depth)
+
+
+def test_decay_band_by_hand():
+    """L = 3, gamma = e^-0.5, B = 0.25, column j = 1: the band is [e^{-2BL}, e^{2BL} (1 - gamma^2)^{-L}],
+    in logs [-1.5, 1.5 - 3 log(1 - e^-1)]."""
+    lo, hi = theory.decay_band(3, 0.5, 1, 0.25)
+    assert float(lo) == -1.5 and float(hi) == pytest.approx(1.5 - 3 * math.log(1 - math.exp(-1.0)), rel=1e-14)
