@@ -196,6 +196,7 @@ def rerun(args, mutmut: list[str], work: Path, env: dict) -> int:
                      "mutants regenerated, each found again by its change, test statistics collected again",
               "mutants": {old: {"as": new, "status": status.get(new, "not checked") if new else "code removed"}
                           for old, new in found.items()}}
+    triage = json.loads(triage_path.read_text())         # read again: triage may have been added meanwhile
     triage.setdefault("reruns", []).append(record)
     atomic_write_text(triage_path, json.dumps(triage, indent=1, ensure_ascii=False) + "\n")
     for old, r in record["mutants"].items():

@@ -336,3 +336,11 @@ def test_decay_band_by_hand():
     in logs [-1.5, 1.5 - 3 log(1 - e^-1)]."""
     lo, hi = theory.decay_band(3, 0.5, 1, 0.25)
     assert float(lo) == -1.5 and float(hi) == pytest.approx(1.5 - 3 * math.log(1 - math.exp(-1.0)), rel=1e-14)
+
+
+def test_rope_critical_distance_saturates_at_the_end_of_the_concave_range():
+    """Depth 64, theta 0.1, c 0.1: the path count wins on the whole range k <= pi/(2 theta) = 15.7, so the
+    integer argmax is its last point, 15 (not 16, outside it), and the Stirling root saturates at 15.71."""
+    assert theory.rope_critical_distance(64, 0.1, 0.1) == 15 == int(math.pi / 0.2)
+    assert theory.rope_critical_distance(64, 0.1, 0.1, k_max=7) == 7
+    assert theory.rope_critical_distance_stirling(64, 0.1, 0.1) == math.pi / 0.2
