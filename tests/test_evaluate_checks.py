@@ -65,3 +65,13 @@ def test_sink_rate_rows_read_key_one_for_windows_and_the_prefix_mean_for_prefixe
     assert got["toy, window w=4"] == pytest.approx((0.9, 0.3))          # key 1; keys 2..4 (the last left out)
     assert got["toy, prefix K=2 (prefix mean)"] == pytest.approx((0.5, 0.2))
     assert got["real"] == pytest.approx((0.5, 0.3))
+
+
+def test_stored_curves_and_real_rates_are_read_in_float64():
+    """Losses 3.4 -> 3.2 and a real rate of 0.3 are not float32 numbers: read in float32 the loss drop
+    would be 0.20000005 and the rate 0.30000001, off by 2e-7 relative."""
+    u = _unit()
+    u["curves"]["loss"] = [0.0, 3.4, 3.2]
+    assert ev.training_sanity([u], 1000)["loss_drop"] == pytest.approx(3.4 - 3.2, rel=1e-12)
+    (row,) = ev.sink_rate_rows({}, [], [], {"real": [0.6, 0.3, 0.1, 0.9]})
+    assert (row["rate at the sink"], row["max elsewhere"]) == (0.6, 0.3)
