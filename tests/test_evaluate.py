@@ -495,3 +495,15 @@ def test_training_sanity_with_one_interval_has_no_later_best():
             "gaps": {"first-middle": 0.0, "first-last": 0.0, "middle-last": 0.0}}
     s = ev.training_sanity([unit], 1000)
     assert (s["loss_drop"], s["best_drop"]) == (0.0, 0.0)
+
+
+def test_rising_reads_the_curves_in_float64():
+    """A rise of 2^-26 (1.5e-8) from 0.5 over 6 x 10^16 sequences: the binomial SE is
+    sqrt(0.5 / 6e16) = 2.9e-9, so one unit's rise is 5.2 SE, beyond the normal 1.96 (one run): rising.
+    Read in float32 (torch's default dtype for Python floats), 0.5 + 2^-26 rounds to 0.5 (a quarter of
+    float32's spacing 2^-24 there), the rise is 0 and the networks would be called not rising."""
+    names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
+    unit = {"curves": {"step": [0, 1], **{n: [0.5, 0.5 + 2 ** -26] for n in names}}}
+    assert torch.tensor(0.5 + 2 ** -26, dtype=torch.float32).item() == 0.5    # the case float32 loses
+    assert ev.rising([unit], 10 ** 16)
+    assert not ev.rising([unit], 10 ** 15)     # SE 9.1e-9: 1.6 SE, within the noise

@@ -241,3 +241,36 @@ def test_drain_summary_when_the_last_token_never_reaches_the_level():
     mass = torch.tensor([[[1, 0.0, 0.0], [1, 0.3, 0.1], [1, 0.6, 0.2]]], dtype=torch.float64)   # (1, 3, 3)
     s = drain_summary(mass, torch.tensor([0, 1, 1]), level=0.5)
     assert s["never"] == 1 and s["needed_min"] == -1 and math.isnan(s["needed"])
+
+
+def _held_boundary_matrix(k: float) -> torch.Tensor:
+    """4 x 4, row 0: a_00 = 1, a_01 = a_13 = x = 2^-511 (the smallest positive weight), a_23 = k.
+    Row 0 of A is [1, x, 0, 0] and of A^2 [1, x, 0, x^2 = 2^-1022], float64's smallest normal number;
+    the top entry stays 1, so no scale enters the bounds."""
+    x = 2.0 ** -511
+    a = torch.zeros(4, 4, dtype=torch.float64)
+    a[0, 0], a[0, 1], a[1, 3], a[2, 3] = 1.0, x, x, k
+    return a
+
+
+def test_row_powers_held_counts_no_loss_for_a_product_that_lands_on_the_smallest_normal():
+    """The bound by hand, in units of u = 2^-1074 (times 2^1000 inside): layer 1 takes u for each
+    v_i < tiny / amin = 2^-511 (the zeros 1..3 of e_0: 3 u on every entry), and entry 2, zero, takes
+    4 u (n entries below tiny) and 1 u (after the division): 8 u. Layer 2 carries 8 u * k into entry 3
+    and adds u for each v_i < 2^-511: the two zeros, 2 u, not v_1 = 2^-511 itself, whose product
+    v_1 a_13 = 2^-1022 is a normal number and loses nothing. With k = 4501 / 8 the bound of entry 3
+    is 4503 u, below 1e-12 of it (1e-12 * 2^52 u = 4503.6 u): held. Counting v_1 too (<= instead of
+    <) would make it 4504 u and not held."""
+    rows, held = row_powers(_held_boundary_matrix(4501 / 8), 0, [2], log=True, held=True)
+    assert rows[0, 3].item() == math.log(2.0 ** -1022) and rows[0, 0].item() == 0.0
+    assert held.tolist() == [[True, True, False, True]]
+
+
+def test_row_powers_held_needs_the_bound_strictly_below_1e12_of_the_entry():
+    """The same matrix with k = (1e-12 * 2^52 - 2) / 8 (exact in float64): entry 3's bound is
+    8 u k + 2 u = 1e-12 * 2^52 u, exactly 1e-12 of its value 2^-1022 in float64, not below it: not
+    held (the docstring's rule is "below"; <= would call it held)."""
+    k = (1e-12 * 2.0 ** 52 - 2) / 8
+    assert 8 * k + 2 == 1e-12 * 2.0 ** 52
+    _, held = row_powers(_held_boundary_matrix(k), 0, [2], log=True, held=True)
+    assert held.tolist() == [[True, True, False, False]]

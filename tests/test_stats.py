@@ -135,3 +135,15 @@ def test_within_bound_returns_its_inputs_by_name_and_takes_a_bound_of_zero():
     assert within_bound(0.1, 0.0, 0.0)["verdict"] == "contradicted"
     with pytest.raises(ValueError, match="bound >= 0"):
         within_bound(0.0, 0.1, -0.01)
+
+
+def test_rate_verdict_reproduces_at_p_above_equal_to_half_the_level():
+    """The rule is ``P(X >= successes) <= level / 2``, equality included: 5 of 5 trials against
+    p0 = 1/2 has P(X >= 5) = 2^-5 = 1/32, exactly half of level = 1/16 in floating point, so the claim
+    is reproduced (a strict ``<`` would leave it inconclusive). The same boundary on the other side:
+    0 of 5 has P(X <= 0) = 1/32, contradicted."""
+    r = rate_verdict(5, 5, 0.5, level=1 / 16)
+    assert r["p_above"] == 1 / 32 == (1 / 16) / 2
+    assert r["verdict"] == "reproduced"
+    r = rate_verdict(0, 5, 0.5, level=1 / 16)
+    assert r["p_below"] == 1 / 32 and r["verdict"] == "contradicted"

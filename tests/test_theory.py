@@ -344,3 +344,32 @@ def test_rope_critical_distance_saturates_at_the_end_of_the_concave_range():
     assert theory.rope_critical_distance(64, 0.1, 0.1) == 15 == int(math.pi / 0.2)
     assert theory.rope_critical_distance(64, 0.1, 0.1, k_max=7) == 7
     assert theory.rope_critical_distance_stirling(64, 0.1, 0.1) == math.pi / 0.2
+
+
+def test_log_convolve_cuts_the_blocks_its_docstring_states(monkeypatch):
+    """The cost the docstring states: blocks of at most ``width`` (64) consecutive entries, a new one
+    wherever log v crosses a multiple of ``spread`` (200) below its maximum. Counted by hand, as the
+    rows of the (blocks, n) tensor summed by the last logsumexp, and the values against a plain
+    logsumexp over every pair. (a) log v = -0.01 k, k < 66: the maximum alone at level 0, then 65
+    entries at level -1, cut at 64: 3 blocks (width 65 would make 2; levels by ``* spread`` would cut
+    at every entry, 66). (b) log v = [0, -100, -199, -201, -350, -450]: levels 0, -1, -1, -2, -2, -3,
+    4 blocks (not 6)."""
+    seen = []
+    real = torch.logsumexp
+
+    def spy(t, dim):
+        seen.append(t.shape[0])
+        return real(t, dim)
+
+    monkeypatch.setattr(torch, "logsumexp", spy)
+    for logv, blocks in ((-0.01 * torch.arange(66, dtype=torch.float64), 3),
+                         (torch.tensor([0, -100, -199, -201, -350, -450], dtype=torch.float64), 4)):
+        n = logv.shape[0]
+        w = torch.exp(-0.5 * torch.arange(n, dtype=torch.float64) / n)
+        seen.clear()
+        got = theory._log_convolve(logv, w)
+        assert seen == [blocks]
+        k = torch.arange(n)
+        lag = k[:, None] - k[None, :]
+        pairs = torch.where(lag >= 0, logv[None, :] + torch.log(w)[lag.clamp(min=0)], -math.inf)
+        assert torch.allclose(got, real(pairs, dim=1), rtol=1e-13, atol=0)
