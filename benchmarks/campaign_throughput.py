@@ -28,7 +28,8 @@ from posbias.provenance import collect  # noqa: E402
 def one_run(mode: str, steps: int, seeds: list[int]) -> dict:
     """Train the campaign in ``mode`` (``process``, ``1 worker``, ``2 workers``) into a fresh cache;
     wall seconds from the first submission to the last unit stored (cluster start excluded)."""
-    settings = dict(steps=steps, seeds=seeds, eval_every=max(1, steps // 2), n_test=64, n_sweep=32, n_sink=32)
+    settings = dict(steps=steps, seeds=seeds, eval_every=max(1, steps // 2), n_test=64, n_sweep=32, n_sink=32,
+                    windows=[4, 8, 12], prefixes=[2, 4, 8])        # the paper's seven masks
     with tempfile.TemporaryDirectory() as cache:
         os.environ["POSBIAS_CACHE"] = cache
         engine = None if mode == "process" else train.Engine.local(int(mode.split()[0]), threads=1)

@@ -38,7 +38,8 @@ from posbias.model import ENGINES, EnsembleNet, MemberConfig
 from posbias.provenance import collect, git_state, now_iso
 from posbias.store import atomic_write_text
 from posbias.task import ensemble_batch, make_task
-from posbias.train import FIG2_PES, tune_allocator
+from posbias.train import tune_allocator
+from posbias.trained import FIG2_ARCHITECTURES
 
 B, D, L = 128, 64, 32
 
@@ -145,7 +146,7 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> di
 def _fig2_groups() -> dict[str, list[tuple[MemberConfig, int]]]:
     """Figure 2's 15 members as the campaign packs them: one ensemble per PE."""
     groups: dict[str, list] = {}
-    for m, p in FIG2_PES:
+    for m, p in FIG2_ARCHITECTURES.values():
         groups.setdefault(p, []).extend((MemberConfig(m, p), s) for s in range(5))
     return groups
 
@@ -198,10 +199,11 @@ import json, sys, torch
 sys.path.insert(0, {here!r})
 from train_throughput import time_steps
 from posbias.model import MemberConfig
-from posbias.train import FIG2_PES, tune_allocator
+from posbias.train import tune_allocator
+from posbias.trained import FIG2_ARCHITECTURES
 torch.set_num_threads({threads})
 tuned = tune_allocator()
-cfgs = [MemberConfig(m, p) for m, p in FIG2_PES if p == "none" for _ in range(5)]
+cfgs = [MemberConfig(m, p) for m, p in FIG2_ARCHITECTURES.values() if p == "none" for _ in range(5)]
 t, _ = time_steps(cfgs, [s for _ in range(2) for s in range(5)], 4, {steps})
 print(json.dumps({{"tuned": tuned, "step_s": t}}))
 """
@@ -294,8 +296,8 @@ def main() -> None:
               f"({a.threads} thread(s))")
     fig2_seconds = 0.0
     for depth in ([] if a.engines else a.depths):
-        cfgs = [MemberConfig(m, p) for m, p in FIG2_PES for _ in range(a.seeds)]
-        seeds = [s for _ in FIG2_PES for s in range(a.seeds)]
+        cfgs = [MemberConfig(m, p) for m, p in FIG2_ARCHITECTURES.values() for _ in range(a.seeds)]
+        seeds = [s for _ in FIG2_ARCHITECTURES for s in range(a.seeds)]
         E = len(seeds)
         # the campaign's grouping (Unit.group_key: one ensemble per PE), one mixed ensemble, one at a time
         groups: dict[str, list[int]] = {}
@@ -350,9 +352,9 @@ def bf16_gaps(out, a) -> None:
     if a.bf16_gaps:
         from posbias import train
 
-        settings = {**train.PROFILES["default"], "steps": a.bf16_gaps}
-        fp32 = train.run_campaign("wu-fig-2", "default", progress=False, depths=[2], **settings)
-        units = [u for us in train.campaign_units("wu-fig-2", **settings, depths=[2]).values() for u in us]
+        settings = {"steps": a.bf16_gaps, "depths": [2]}
+        fp32 = train.run_campaign("wu-fig-2", "default", progress=False, **settings)
+        units = [u for us in train.units_of("wu-fig-2", "default", settings).values() for u in us]
         t = time.perf_counter()
         bf = train.train_units(units, progress=False, autocast_bf16=True)
         out["bf16_gaps"] = []

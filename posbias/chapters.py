@@ -197,8 +197,11 @@ class Chapter:
         """The profiles this chapter can run: the three every chapter has and those it declares."""
         return [p for p in PROFILES if p in BASE_PROFILES or p in self.profiles]
 
-    def resolve(self, profile: str = "default", overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Defaults, then the profile's overrides, then the reader's; all validated. Raises ParamError."""
+    def resolve(self, profile: str = "default", overrides: dict[str, Any] | None = None, *,
+                constraints: bool = True) -> dict[str, Any]:
+        """Defaults, then the profile's overrides, then the reader's; all validated. Raises ParamError.
+        ``constraints=False`` skips the page's cross-parameter rules (a campaign reading a subset of the
+        chapter's networks, such as one depth of Figure 2, is not a page)."""
         if profile not in PROFILES:
             raise ParamError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
         if profile not in BASE_PROFILES and profile not in self.profiles:
@@ -214,7 +217,8 @@ class Chapter:
                                  f"{', '.join(self.params) or '(none)'}. See `posbias list {self.id}`.")
             values[name] = raw
         out = {name: self.params[name].coerce(v) for name, v in values.items()}
-        self.check_constraints(out)
+        if constraints:
+            self.check_constraints(out)
         return out
 
     def check_constraints(self, values: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ safe language of its constraints, :mod:`posbias.chapters`), calibrated from a me
 
 The name ``defaults`` is True for the chapter's default parameters, whose expensive results are
 committed: ``seconds: "25 if defaults else 25 + 5e-9 * sims * ..."``. A chapter that trains networks
-(:data:`posbias.training.CHAPTER_CAMPAIGNS`) adds, for every unit it
+(a declaration in :mod:`posbias.trained`) adds, for every unit it
 reads that is not stored yet (``data/`` or the user cache), its steps times ``network_step`` at the
 unit's depth, and to the declared peak the attention maps its largest ensemble holds at the end of
 training (:func:`maps_mb`). ``posbias run`` prints the estimate first, asks for ``--yes`` above :data:`LONG_SECONDS`

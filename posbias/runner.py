@@ -369,7 +369,7 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
     try:
         error, stopped_by = _execute_interruptibly(lambda: pm.execute_notebook(
             nb, str(nb_path), parameters=params, kernel_name=KERNEL, language="python",
-            progress_bar=not quiet and sys.stderr.isatty(), log_output=False, cwd=str(ROOT / "notebooks"),
+            progress_bar=not quiet and sys.stderr.isatty(), log_output=False, cwd=str(chapter.path.parent),
             execution_timeout=timeout, request_save_on_cell_execute=True, start_timeout=120,
             kernel_manager_class=_ipc_kernel_manager(socket_dir),
         ))

@@ -362,7 +362,7 @@ def hero_data(n_tokens: int = 64, max_layers: int = 30, gap_depth: int = 2) -> H
     p = rollout(attn.expand(max_layers, n_tokens, n_tokens))
     mass = first_position_mass(p)[:, -1]                                        # (layers,) last token
     st = train.stored_campaign("wu-fig-2", "paper", depths=[gap_depth])
-    n_test = train.PROFILES["paper"]["n_test"]
+    n_test = train.settings("wu-fig-2", "paper")["n_test"]
     gaps, units = [], []
     for pe in ev.FIG2_PES:
         us = [u for u in st[f"{pe}|{gap_depth}"] if u is not None]

@@ -330,7 +330,7 @@ def test_a_damaged_committed_unit_stops_the_chapter_that_reads_it(tree, tmp_path
     shutil.copytree(tree, own, ignore=IGNORE)
     from posbias import store, training
 
-    paper = training.campaign_units("wu-fig-2", **training.PROFILES["paper"], depths=[2, 4, 6])
+    paper = training.units_of("wu-fig-2", "paper", dict(depths=[2, 4, 6]))
     name = store.result_name(training.UNIT_EXPERIMENT, paper["decay|2"][0].params(), training.VERSION)
     assert name in json.loads((own / "data" / "manifest.json").read_text())
     unit = own / "data" / name

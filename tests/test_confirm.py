@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from posbias import claims
+from posbias.chapters import ParamError
 from posbias.claims import confirm
 from posbias.training import campaigns
 from posbias.training.units import CONFIRM_TEST_SEED, SINK_SEED, TEST_SEED, Unit, unit_key
@@ -142,8 +143,8 @@ def test_a_confirmation_unit_draws_fresh_test_sequences():
     name = sorted(ic0)[0]
     assert not torch.equal(ic0[name].items, ic1[name].items) and not torch.equal(sw0[0].items, sw1[0].items)
     assert torch.equal(ic0[name].items, test_sets(16, 8, cfg, TEST_SEED)[0][name].items)
-    with pytest.raises(ValueError, match="fixed test draw"):
-        campaigns.units_of("wu-budget", "budget", {"test_seed": CONFIRM_TEST_SEED})
+    with pytest.raises(ParamError, match="no parameter 'test_seed'"):    # the budget study reads the fixed draw
+        campaigns.units_of("wu-bias-over-training", "budget", {"test_seed": CONFIRM_TEST_SEED})
 
 
 def test_the_committed_freeze_precedes_every_confirmation_unit():

@@ -1,5 +1,7 @@
 """The stopping rule of the ``converged`` profile and the reading of learning curves, on synthetic
 curves with a known plateau, a known drift and a known sign change, and on a tiny training run."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -88,10 +90,10 @@ def test_a_unit_with_a_rule_stops_when_it_holds_and_agrees_with_the_fixed_run(tm
     never = cv.StopRule(name="tiny-never", window=10, min_step=20, cap=200, gap_z=-1.0, loss_rel=-1.0)
     monkeypatch.setitem(cv.RULES, loose.name, loose)
     monkeypatch.setitem(cv.RULES, never.name, never)
-    kw = dict(steps=200, seeds=[0], eval_every=10, n_test=64, n_sweep=32, n_sink=32, configs=["decay|2"])
-    u_loose = train.campaign_units("wu-converged", stop_rule="tiny-loose", **kw)["decay|2"][0]
-    u_never = train.campaign_units("wu-converged", stop_rule="tiny-never", **kw)["decay|2"][0]
-    u_fixed = train.campaign_units("wu-converged", **{**kw, "steps": 20})["decay|2"][0]
+    kw = dict(steps=200, seeds=[0], eval_every=10, n_test=64, n_sweep=32, n_sink=32, depths=[2])
+    u = train.units_of("wu-fig-2", "default", kw)["decay|2"][0]      # a rule of the test's own, set on the unit
+    u_loose, u_never = (dataclasses.replace(u, stop_rule=r) for r in ("tiny-loose", "tiny-never"))
+    u_fixed = dataclasses.replace(u, steps=20)
     assert "stop_rule" not in u_fixed.params() and u_loose.params()["stop_rule"] == "tiny-loose"
     quiet = dict(progress=False, log=lambda s: None, threads=1)
     (r_loose,) = train.train_units([u_loose], **quiet)
@@ -108,7 +110,7 @@ def test_a_unit_with_a_rule_stops_when_it_holds_and_agrees_with_the_fixed_run(tm
 
 def test_units_without_a_rule_keep_their_keys():
     """Adding the field changed no stored key: a paper unit's params have no ``stop_rule``."""
-    u = train.campaign_units("wu-fig-2", **train.PROFILES["paper"], depths=[2])["decay|2"][0]
+    u = train.units_of("wu-fig-2", "paper", dict(depths=[2]))["decay|2"][0]
     assert "stop_rule" not in u.params() and train.Unit.from_params(u.params()) == u
     assert train.stored_campaign("wu-fig-2", "paper", depths=[2])["decay|2"][0] is not None
 

@@ -396,20 +396,6 @@ def test_ic_accuracy_by_set_and_slot_preference_curve():
     assert abs(float(ev.slot_preference_curve(units, "last")[0, 0]) - 0.1) < 1e-12
 
 
-def test_fig3_names_label_exactly_the_trained_configurations():
-    from posbias import train
-    from posbias.training.campaigns import FIG3_CONFIGS
-
-    assert list(ev.FIG3_NAMES) == [f"{m}|{p}" for m, p in FIG3_CONFIGS]
-    assert [ev.fig3_name(m, p) for m, p in FIG3_CONFIGS] == [
-        "no-mask No PE", "no-mask sin", "no-mask RoPE", "causal No PE", "causal sin", "causal RoPE"]
-    st = train.CampaignStatus(30, 0, [train.EnsembleStatus(2, "full/causal", "none", 15, 100_000, step=15_726),
-                                      train.EnsembleStatus(2, "causal/full", "none", 15, 100_000)])
-    assert train.progress_text(st, ev.fig3_name) == ("depth 2, no-mask No PE and causal No PE (15 units) at step "
-                                                     "15,726; depth 2, no-mask No PE and causal No PE (15 units) "
-                                                     "not started")
-
-
 def test_excess_peaks_find_the_first_token_and_the_top_key():
     e = torch.zeros(2, 17, dtype=torch.float64)
     e[:, 0], e[:, 3], e[:, 16] = -0.1, 0.2, 9.0          # key 4 (a label) tops; the last key is excluded

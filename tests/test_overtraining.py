@@ -140,10 +140,11 @@ def test_reach_names_the_configurations_each_claim_still_needs():
 
 def test_the_converged_profile_is_the_campaigns_configurations():
     from posbias.chapters import get_chapter
-    from posbias.training.campaigns import CONVERGED_CONFIGS
+    from posbias import train
 
     meta = get_chapter("wu-bias-over-training").meta["profiles"]["converged"]
-    assert tuple(meta["configs"]) == CONVERGED_CONFIGS
+    CONVERGED_CONFIGS = tuple(meta["configs"])
+    assert tuple(train.units_of("wu-bias-over-training", "converged", {})) == CONVERGED_CONFIGS
     judgeable, out = ot.reach(CONVERGED_CONFIGS)
     # with No PE and RoPE at depth 2, the decay mask's depth-2 claims and the depth claims are in reach
     assert {"fig2-decay-reduces-2", "fig2-depth-nope-first-last", "fig2-depth-rope-first-last"} <= set(judgeable)

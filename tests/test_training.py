@@ -16,17 +16,17 @@ from posbias.training import checkpoints as ck
 
 def test_campaign_units_cover_the_figures():
     kw = dict(steps=10, seeds=[0, 1], eval_every=5, n_test=8, n_sweep=8, n_sink=8)
-    f2 = train.campaign_units("wu-fig-2", **kw)
+    f2 = train.units_of("wu-fig-2", "default", dict(**kw))
     assert len(f2) == 9 and all(len(v) == 2 for v in f2.values())
     assert {u.depth for us in f2.values() for u in us} == {2, 4, 6}
-    f3 = train.campaign_units("wu-fig-3", **kw)
+    f3 = train.units_of("wu-fig-3", "default", dict(**kw))
     assert all(u.target_slots == (0, 7) and u.config.residual for us in f3.values() for u in us)
-    f4 = train.campaign_units("wu-fig-4", **kw)
+    f4 = train.units_of("wu-fig-4", "default", dict(**kw))
     assert {u.target_slots for us in f4.values() for u in us} == {(0,), (4,), (7,)}
-    f6 = train.campaign_units("wu-fig-6", **kw, windows=[4], prefixes=[2, 4])
+    f6 = train.units_of("wu-fig-6", "default", dict(**kw, windows=[4], prefixes=[2, 4]))
     assert set(f6) == {"causal", "window|4", "prefix|2", "prefix|4"}
     # the fig-5 unit is the fig-2 depth-2 No PE unit: trained once, shared
-    assert train.campaign_units("wu-fig-5", **kw)["causal|none"][0] == f2["No PE|2"][0]
+    assert train.units_of("wu-fig-5", "default", dict(**kw))["causal|none"][0] == f2["No PE|2"][0]
 
 
 def test_run_campaign_smoke_uses_the_store(tmp_path, monkeypatch):
@@ -50,7 +50,7 @@ def test_a_damaged_cache_entry_of_a_unit_is_retrained_and_planner_estimate_statu
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
-    kw = dict(steps=4, seeds=[0], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    kw = dict(steps=4, seeds=[0], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depth=2)
     r = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
     (path,) = (tmp_path / "wu-units").glob("*.json")
     text = path.read_bytes()
@@ -61,7 +61,7 @@ def test_a_damaged_cache_entry_of_a_unit_is_retrained_and_planner_estimate_statu
         assert not campaigns.stored(campaigns.distinct(campaigns.units_of("wu-fig-5", "smoke", kw))[0])
     assert train.campaign_status("wu-fig-5", "smoke", **kw).stored == 0
     fig5 = chapters.get_chapter("wu-fig-5")
-    params = {**fig5.resolve("smoke", {}), **{k: v for k, v in kw.items() if k != "depths"}, "depth": 2}
+    params = fig5.resolve("smoke", kw)
     assert cost.estimate(fig5, params).units_stored == 0
     r2 = train.run_campaign("wu-fig-5", "smoke", progress=False, log=lambda s: None, **kw)
 
@@ -102,11 +102,12 @@ def _campaign_calls(chapter, params):
     return rec.calls
 
 
-def _units_of(experiment, profile, overrides):
-    return train.campaign_units(experiment, **{**train.PROFILES[profile], **overrides})
+def _units_of(chapter, profile, overrides):
+    return train.units_of(chapter, profile, overrides)
 
 
 from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
+from posbias.trained import trained_chapters  # noqa: E402
 
 
 @pytest.mark.parametrize("chapter", chapter_ids())
@@ -115,8 +116,8 @@ def test_chapter_campaigns_match_the_notebooks(chapter):
     for profile in get_chapter(chapter).profile_names():
         params = get_chapter(chapter).resolve(profile)
         calls = _campaign_calls(chapter, params)
-        if chapter not in train.CHAPTER_CAMPAIGNS:
-            assert calls == [], f"{chapter} trains networks: add it to train.CHAPTER_CAMPAIGNS"
+        if chapter not in trained_chapters():
+            assert calls == [], f"{chapter} trains networks: declare them in posbias/trained/"
             continue
         assert len(calls) == 1, calls
         assert _units_of(*calls[0]) == _units_of(*train.chapter_campaign(chapter, params)), (chapter, profile)
@@ -149,7 +150,7 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
         got = train.campaign_status("wu-fig-3", "smoke", workers=workers, **f3).ensembles
         assert [r.members for r in got] == sizes and {r.pe for r in got} == {"none", "sin", "rope"}
     # an ensemble stopped by SIGTERM during its third step: the checkpoint says how far it got
-    rope_units = train.campaign_units("wu-fig-2", **{**train.PROFILES["smoke"], **kw})["RoPE|2"]
+    rope_units = train.units_of("wu-fig-2", "smoke", kw)["RoPE|2"]
     (part,) = planning.ensembles(rope_units, 64)
     with monkeypatch.context() as m:
         _sigterm_in_step(m)
@@ -202,7 +203,7 @@ def test_status_reads_the_stopping_rule_on_a_rule_stopped_checkpoint():
     from posbias import convergence as cv
     from posbias.training import status as status_mod
     kw = dict(steps=500_000, seeds=[2], eval_every=5000, n_test=10_000, n_sweep=8, n_sink=8, configs=["RoPE|6"])
-    (u,) = train.campaign_units("wu-converged", stop_rule="plateau-50k", **kw)["RoPE|6"]
+    (u,) = train.units_of("wu-bias-over-training", "default", dict(stop_rule="plateau-50k", **kw))["RoPE|6"]
     steps = list(range(0, 150_001, 5000))
     curves = {"step": steps, "loss": [[1.0 - 0.02 * s / 50_000] for s in steps]}
     for a, b in (("first", "middle"), ("middle", "first"), ("middle", "last"), ("last", "middle"),
@@ -246,25 +247,6 @@ def test_training_time_counts_each_ensemble_and_each_split_once():
     assert (none.seconds, none.ensembles, none.hours) == (0.0, 0, 0.0) and isinstance(none.seconds, float)
 
 
-@pytest.mark.parametrize("chapter", [c for c in train.CHAPTER_CAMPAIGNS if c != "sinks-synthetic-vs-real"])
-@pytest.mark.parametrize("profile", ["default", "smoke", "paper", "converged", "budget", "confirm"])
-def test_profiles_repeat_the_chapters_front_matter(chapter, profile):
-    """A chapter's front matter is the one source of its training settings: train.PROFILES, which
-    the scoreboard and the benchmarks use, must say the same for every trained chapter and profile
-    (except the default profile's steps and seeds, which a chapter's short run may choose)."""
-    from posbias.chapters import get_chapter
-
-    if profile not in get_chapter(chapter).profile_names():
-        assert profile not in train.PROFILES or profile in ("converged", "budget", "confirm")
-        return
-    params = get_chapter(chapter).resolve(profile)
-    experiment, _, overrides = train.chapter_campaign(chapter, params)
-    free = ("steps", "seeds") if profile == "default" else ()   # a chapter's short run may train less
-    for name, value in train.PROFILES[profile].items():
-        if name not in free:
-            assert overrides[name] == value, (chapter, profile, name, overrides[name], value)
-
-
 def test_device_honours_posbias_device(monkeypatch):
     """`posbias run --device cpu` sets POSBIAS_DEVICE for the kernel: training then uses the CPU even
     where CUDA is present (here pretended), and the provenance records the device actually used."""
@@ -293,7 +275,7 @@ def test_a_unit_trained_on_a_gpu_is_read_by_a_cpu_build(tmp_path, monkeypatch):
     monkeypatch.setenv("POSBIAS_DEVICE", "cpu")
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
     kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
-    (u,) = train.campaign_units("wu-fig-5", **kw)["causal|none"]
+    (u,) = train.units_of("wu-fig-5", "default", dict(**kw))["causal|none"]
     (result,) = train.train_units([u], progress=False, log=lambda s: None)
     num = {"cpu_capability": "AVX512", "torch_threads": 1, "flush_denormal": True, "engine": "v2"}
     gpu = {"device": "cuda", "device_name": "NVIDIA H100 80GB HBM3", "torch_threads": 1, "from_step": 0,
@@ -312,7 +294,7 @@ def test_a_unit_trained_under_two_kernel_sets_says_its_numerics_are_not_uniform(
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
     kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
-    (u,) = train.campaign_units("wu-fig-5", **kw)["causal|none"]
+    (u,) = train.units_of("wu-fig-5", "default", dict(**kw))["causal|none"]
     (result,) = train.train_units([u], progress=False, log=lambda s: None)
     num = {"cpu_capability": "AVX2", "torch_threads": 1, "flush_denormal": True, "engine": "v2"}
     first, second = {"from_step": 0, "numerics": num}, {"from_step": 1, "numerics": {**num, "cpu_capability": "AVX512"}}

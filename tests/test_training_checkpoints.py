@@ -65,7 +65,7 @@ def test_a_part_another_process_trains_is_waited_for_in_process_and_refused_in_a
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
     kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8, depths=[2])
-    units = [u for us in train.campaign_units("wu-fig-2", **kw).values() for u in us]
+    units = [u for us in train.units_of("wu-fig-2", "default", dict(**kw)).values() for u in us]
     first = [u for u in units if u.config.pe == "none"]            # the first ensemble: No PE and decay
     assert len(first) == 2 and len(units) == 3
     lock = ck.lock_of(first)
@@ -103,7 +103,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     data = _own_data(tmp_path, monkeypatch)
     monkeypatch.setattr(parking, "PART_BYTES", 2**15)     # so that this small checkpoint is committed in several parts
     kw = dict(steps=5, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8)
-    units = train.campaign_units("wu-fig-6", **kw, windows=[4], prefixes=[2])
+    units = train.units_of("wu-fig-6", "default", dict(**kw, windows=[4], prefixes=[2]))
     flat = campaigns.distinct(units)
     ref = train.train_units(flat, progress=False, log=lambda s: None)      # uninterrupted, no checkpoint
     quiet = lambda s: None  # noqa: E731
@@ -188,7 +188,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
     quiet = lambda s: None  # noqa: E731
     kw = dict(steps=8, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
-    none = [u for u in campaigns.distinct(train.campaign_units("wu-fig-2", **kw)) if u.config.pe == "none"]
+    none = [u for u in campaigns.distinct(train.units_of("wu-fig-2", "default", dict(**kw))) if u.config.pe == "none"]
     assert [(u.config.mask, u.seed) for u in none] == [("causal", 0), ("causal", 1), ("decay", 0), ("decay", 1)]
     ref = dict(zip(none, train.train_units(none, progress=False, log=quiet)))     # one ensemble, uninterrupted
     run = lambda **k: train.run_campaign("wu-fig-2", "smoke", progress=False, **kw, **k)  # noqa: E731

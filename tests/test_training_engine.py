@@ -157,7 +157,7 @@ def test_workers_with_other_code_or_packages_are_refused(env):
             eng.check_workers(engine.client, ours={**eng.fingerprint(), "torch": "0.0"})
     finally:
         engine.close()
-    part = train.campaign_units("wu-fig-6", **{**train.PROFILES["smoke"], **SETTINGS})["causal"][:1]
+    part = train.units_of("wu-fig-6", "smoke", SETTINGS)["causal"][:1]
     with pytest.raises(train.VersionMismatch, match="posbias_sources"):
         train.train_part(part, threads=1, expect={**eng.fingerprint(), "posbias_sources": "0" * 16})
 
@@ -183,14 +183,14 @@ def test_slurm_job_script_has_lifetime_threads_and_gpus(tmp_path):
 
 def test_auto_members_gives_every_worker_a_part():
     from posbias.training.planning import auto_members, ensembles
-    units = [u for us in train.campaign_units("wu-fig-6", **{**train.PROFILES["smoke"], "seeds": [0, 1, 2]}).values()
+    units = [u for us in train.units_of("wu-fig-6", "smoke", {"seeds": [0, 1, 2], "prefixes": [2, 4, 8]}).values()
              for u in us]                                # 21 units of one group
     for workers in (1, 2, 3, 7, 21, 40):
         n = auto_members(units, workers)
         parts = ensembles(units, n)
         assert len(parts) >= min(workers, len(units)) and sum(map(len, parts)) == len(units)
         assert workers == 1 and n == 64 or max(map(len, parts)) <= -(-len(units) // min(workers, len(units)))
-    fig3 = [u for us in train.campaign_units("wu-fig-3", **train.PROFILES["smoke"] | {"seeds": [0, 1, 2, 3, 4]}
+    fig3 = [u for us in train.units_of("wu-fig-3", "smoke", {"seeds": [0, 1, 2, 3, 4]}
                                              ).values() for u in us]       # 3 PEs x 10 units
     assert auto_members(fig3, 2) == 5 and len(ensembles(fig3, 5)) == 6       # 3 rounds of 5, not 2 of 10
     assert auto_members(fig3, 3) == 10 and auto_members(fig3, 6) == 5

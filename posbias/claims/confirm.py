@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .. import store
-from ..training.campaigns import distinct, units_of
+from ..training.campaigns import distinct, settings, units_of
 from ..training.units import CONFIRM_TEST_SEED
 from . import NOT_YET, REGISTER, Entry, Judged, Register, judge, load
 
@@ -248,10 +248,9 @@ def design_words(profile: str = PROFILE) -> str:
     """The confirmation's design in words, from the ``confirm`` profile itself (seeds, iterations, batch,
     test-set size and test draw), for the pages that state it: ``"seeds 5-9 at the paper's settings
     (100,000 iterations, batch 128, 10,000 sequences per test set) on a fresh test draw (seed ...)"``."""
-    from ..training.campaigns import PROFILES
     from ..training.units import Unit
 
-    p = PROFILES[profile]
+    p = settings(CAMPAIGNS[0], profile)
     seeds = sorted(p["seeds"])
     run = (f"seeds {seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1))
            else "seeds " + ", ".join(map(str, seeds)))

@@ -19,17 +19,16 @@ committing its checkpoints to ``data/checkpoints`` (:func:`park_campaign`).
 
 Running (:mod:`.engine`). One task per part, in this process (chapters) or on Dask (a local cluster,
 a scheduler, Slurm: which one, an :class:`EngineSpec` of :mod:`.spec` says); the driver alone writes
-the store. :mod:`.campaigns` says which units each chapter reads; :mod:`.status` says how far a
-campaign is.
+the store. :mod:`.campaigns` says which units each chapter reads (from its declaration,
+:mod:`posbias.trained`); :mod:`.status` says how far a campaign is.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from . import checkpoints, planning
-from .campaigns import (BUDGET_CONFIGS, CHAPTER_CAMPAIGNS, CONVERGED_CONFIGS, FIG2_PES, FIG3_CONFIGS, PROFILES,
-                        budget_study, campaign_units,
-                        chapter_campaign, distinct, fig2_name, stored, stored_campaign, store_finished, units_of)
+from .campaigns import (budget_study, chapter_campaign, distinct, fig2_name, settings, stored, stored_campaign,
+                        store_finished, units_of)
 from .checkpoints import Interrupted, checkpoint_interval
 from .engine import Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign, run_chapter_campaign, train_part
 from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
@@ -39,15 +38,13 @@ from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_stat
 from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
 
 __all__ = [
-           "BUDGET_CONFIGS", "CHAPTER_CAMPAIGNS", "CONVERGED_CONFIGS", "CampaignStatus", "Engine", "EngineSpec",
-           "Ensemble",
-           "EnsembleStatus", "FIG2_PES", "FIG3_CONFIGS",
-           "Interrupted", "PROFILES", "PartBusy", "SchedulerLost", "SINK_SEED", "TEST_SEED", "TrainingTime",
-           "UNIT_EXPERIMENT", "Unit",
-           "VERSION", "VersionMismatch", "budget_study", "campaign_status", "campaign_units", "chapter_campaign",
-           "checkpoint_interval", "default_threads", "device", "fig2_name", "flushed_denormals", "format_status",
-           "park_campaign", "progress_text", "run_campaign", "run_chapter_campaign", "set_flush_denormal",
-           "store_finished", "stored_campaign", "train_part", "train_units", "training_time", "tune_allocator"]
+           "CampaignStatus", "Engine", "EngineSpec", "Ensemble", "EnsembleStatus", "Interrupted", "PartBusy",
+           "SchedulerLost", "SINK_SEED", "TEST_SEED", "TrainingTime", "UNIT_EXPERIMENT", "Unit", "VERSION",
+           "VersionMismatch", "budget_study", "campaign_status", "chapter_campaign", "checkpoint_interval",
+           "default_threads", "device", "fig2_name", "flushed_denormals", "format_status", "park_campaign",
+           "progress_text", "run_campaign", "run_chapter_campaign", "set_flush_denormal", "settings",
+           "store_finished", "stored_campaign", "train_part", "train_units", "training_time", "tune_allocator",
+           "units_of"]
 
 
 def park_campaign(experiment: str, profile: str = "paper", *, max_members: int | str = "auto",

@@ -352,14 +352,14 @@ def slurm_cluster(config: str | None = None, *, gpus: int = 0, threads: int = 1,
 def run_campaign(experiment: str, profile: str = "default", *, progress: bool = True,
                  max_members: int | str = "auto", log: ck.Log = print, engine: Engine | None = None,
                  **overrides: Any) -> dict[str, list[dict[str, Any]]]:
-    """Train (or load) every unit of ``experiment`` under ``profile``; results grouped by label.
+    """Train (or load) every unit of the trained chapter ``experiment`` under ``profile``; results
+    grouped by label (:func:`~.campaigns.units_of`).
 
-    ``profile`` is ``smoke``, ``default`` or ``paper``; ``overrides`` replace any of its settings or
-    pass ``depths``/``windows``/``prefixes``. Finished units come from ``data/`` or the user cache;
-    missing ones are trained in ensemble parts (:func:`~.planning.plan`; ``max_members="auto"``: 64 in
-    this process, else small enough that every worker of ``engine`` has a part), one
-    :func:`train_part` task each, and stored by this process as each part ends. Run it again after
-    an interruption and it resumes from the last checkpoints.
+    ``profile`` is one of the chapter's profiles; ``overrides`` are its parameters by name. Finished
+    units come from ``data/`` or the user cache; missing ones are trained in ensemble parts
+    (:func:`~.planning.plan`; ``max_members="auto"``: 64 in this process, else small enough that every
+    worker of ``engine`` has a part), one :func:`train_part` task each, and stored by this process as
+    each part ends. Run it again after an interruption and it resumes from the last checkpoints.
     """
     groups = units_of(experiment, profile, overrides)
     missing = [u for u in distinct(groups) if not stored(u)]

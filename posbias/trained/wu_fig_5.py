@@ -1,0 +1,11 @@
+"""Figure 5: ``depth`` layers, the causal mask without PE, no residual, unbiased (Figure 2's networks
+at depth 2), labelled ``"causal|none"``."""
+from ..model import MemberConfig
+from . import Config, TrainedChapter
+
+
+def configs(p) -> list[Config]:
+    return [Config("causal|none", p["depth"], MemberConfig("causal", "none"))]
+
+
+DECLARATION = TrainedChapter(configs)
