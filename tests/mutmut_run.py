@@ -117,11 +117,11 @@ def _sample(args, mutmut: list[str], work: Path, env: dict) -> list[str]:
     if len(every) < args.sample:
         raise SystemExit(f"mutmut generated {len(every)} mutants, fewer than the sample of {args.sample} asked for: "
                          "nothing written; check `mutmut run` in the work folder")
-    if args.exclude:            # a second sample: none of an earlier one's (whose survivors were seen)
-        seen = set(json.loads(Path(args.exclude).read_text())["mutants"])
+    if args.exclude:            # a later sample: none of the earlier ones' (whose survivors were seen)
+        seen = {n for f in args.exclude for n in json.loads(Path(f).read_text())["mutants"]}
         every = [n for n in every if n not in seen]
         if len(every) < args.sample:
-            raise SystemExit(f"only {len(every)} mutants are left outside {args.exclude}; ask for fewer")
+            raise SystemExit(f"only {len(every)} mutants are left outside {', '.join(args.exclude)}; ask for fewer")
     names = sorted(random.Random(args.seed).sample(every, args.sample))
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"seed": args.seed, "size": args.sample, "generated": len(every),
@@ -246,7 +246,8 @@ def main() -> int:
     ap.add_argument("--work", default=str(ROOT / "runs" / "mutmut-work"), help="kept between sittings")
     ap.add_argument("--sample-file", default=str(ROOT / "book" / "mutmut-sample.json"))
     ap.add_argument("--draw-only", action="store_true", help="draw and write the sample, test nothing")
-    ap.add_argument("--exclude", help="a sample file whose mutants the draw leaves out (a second sample)")
+    ap.add_argument("--exclude", action="append", default=[],
+                    help="a sample file whose mutants the draw leaves out (a later sample; repeatable)")
     ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
     ap.add_argument("--rerun", nargs="+", metavar="MUTANT", help="test these survivors again on today's code")
     ap.add_argument("--reach", action="store_true", help="record which sampled mutants each chapter reaches")

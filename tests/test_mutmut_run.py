@@ -65,3 +65,21 @@ def test_the_second_sample_is_declared_and_shares_no_mutant_with_the_first():
     s2, s1 = json.loads(path.read_text()), json.loads((root / "book" / "mutmut-sample.json").read_text())
     assert (s2["seed"], s2["size"], s2["excluded"]) == (20261204, 400, "book/mutmut-sample.json")
     assert len(set(s2["mutants"])) == 400 and not set(s2["mutants"]) & set(s1["mutants"])
+
+
+def test_the_third_sample_is_declared_and_shares_no_mutant_with_the_earlier_two():
+    """book/mutmut-sample-3.json (where drawn) holds 400 mutants drawn with the seed the Makefile declares
+    for it, none of them in either earlier sample."""
+    root = Path(__file__).resolve().parents[1]
+    make = (root / "Makefile").read_text()
+    assert ("--sample 400 --seed 20261205 --exclude book/mutmut-sample.json \\\n"
+            "                    --exclude book/mutmut-sample-2.json") in make
+    path = root / "book" / "mutmut-sample-3.json"
+    if not path.exists():
+        pytest.skip("the third sample is not drawn yet")
+    s3 = json.loads(path.read_text())
+    earlier = {n for f in ("mutmut-sample.json", "mutmut-sample-2.json")
+               for n in json.loads((root / "book" / f).read_text())["mutants"]}
+    assert (s3["seed"], s3["size"]) == (20261205, 400)
+    assert s3["excluded"] == ["book/mutmut-sample.json", "book/mutmut-sample-2.json"]
+    assert len(set(s3["mutants"])) == 400 and not set(s3["mutants"]) & earlier
