@@ -75,3 +75,60 @@ def test_stored_curves_and_real_rates_are_read_in_float64():
     assert ev.training_sanity([u], 1000)["loss_drop"] == pytest.approx(3.4 - 3.2, rel=1e-12)
     (row,) = ev.sink_rate_rows({}, [], [], {"real": [0.6, 0.3, 0.1, 0.9]})
     assert (row["rate at the sink"], row["max elsewhere"]) == (0.6, 0.3)
+
+
+def test_fig3_name_is_the_architecture_in_running_prose():
+    """'no mask, RoPE' reads 'no-mask RoPE' and 'causal, No PE' reads 'causal No PE' (the two replacements;
+    sees a broken replacement or one that no longer matches the table's 'no mask, ')."""
+    assert ev.fig3_name("full", "rope") == "no-mask RoPE"
+    assert ev.fig3_name("full", "none") == "no-mask No PE"
+    assert ev.fig3_name("causal", "none") == "causal No PE"
+
+
+def test_check_attention_records_reports_the_leak_it_measured(fresh):
+    """Causal maps over 3 tokens whose first row puts 0.5 on the forbidden key 2: rows still sum to 1, so
+    the residual is that 0.5 of weight outside the mask; the check fails and records the 0.5 as its
+    value (sees a check that records no measurement)."""
+    from posbias import report
+
+    mask = make_mask("causal", 3)
+    a = mask.double() / mask.double().sum(-1, keepdim=True)
+    a[0] = torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64)
+    unit = {"mean_attention": [a.tolist()], "sink_alpha": [ev.sink_alpha(a, mask).tolist()]}
+    ev.check_attention_records([unit, unit], mask, prefix="leak-")
+    c = {c["name"]: c for c in report.record()["checks"]}["leak-attention-masked"]
+    assert not c["passed"] and c["value"] == pytest.approx(0.5, abs=1e-12)
+
+
+def _learned(acc, loss=(0.0, 3.4, 3.2)):
+    u = _unit(acc=acc)
+    u["curves"]["loss"] = list(loss)
+    return u
+
+
+def test_check_training_by_hand_at_four_times_chance(fresh):
+    """Four networks at accuracy 0.14 (140 of 1,000 test sequences; chance 1/32, 4 x chance = 0.125, the
+    worst 48 SE above chance), loss 3.4 -> 3.2 (a drop of 0.2): loss-falls, test-set-size and above-chance
+    pass, above-chance expects 'median >= 0.125', n_test_sets is glued as 1000, the gaps check says what
+    it compares. Sees a stricter loss or median threshold, a lost glue, claim or expected text."""
+    from posbias import report
+
+    ev.check_training([_learned(0.14)] * 4, 1000, steps=100_000)
+    rec = report.record()
+    got = {c["name"]: c for c in rec["checks"]}
+    assert got["loss-falls"]["passed"] and got["loss-falls"]["value"] == pytest.approx(0.2, rel=1e-12)
+    assert got["test-set-size"]["passed"] and got["gaps-recomputed"]["passed"]
+    assert "differences of the stored accuracies" in got["gaps-recomputed"]["claim"]
+    assert got["above-chance"]["passed"]
+    assert got["above-chance"]["expected"] == "worst > 3 SE above 1/32; median >= 0.125"
+    assert rec["values"]["n_test_sets"] == 1000
+
+
+def test_check_training_refuses_accuracies_that_are_not_counts(fresh):
+    """Accuracy 0.1405 over 1,000 test sequences is 140.5 sequences: half a count from an integer, far past
+    the 0.01 allowed, so test-set-size fails with value 0.5 (sees a bound loose enough to pass any residual)."""
+    from posbias import report
+
+    ev.check_training([_learned(0.1405)] * 2, 1000, steps=100_000, prefix="half-")
+    c = {c["name"]: c for c in report.record()["checks"]}["half-test-set-size"]
+    assert not c["passed"] and c["value"] == pytest.approx(0.5, abs=1e-9)

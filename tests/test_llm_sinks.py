@@ -96,3 +96,12 @@ def test_with_special_wraps_each_row_in_one_cls_and_one_sep():
     ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
     out = llm.sinks.with_special(Tok(), ids)
     assert out.tolist() == [[101, 5, 6, 7, 102], [101, 8, 9, 10, 102]]
+
+
+def test_sink_alpha_keeps_the_counts_on_the_attention_device():
+    """The per-key query counts n..1 are made on ``attn``'s device: on the meta device (shapes, no data, no
+    GPU needed) a count tensor left on the CPU raises a device mismatch. Shape and device come back intact."""
+    a = torch.empty(2, 4, 4, device="meta")
+    alpha = llm.sink_alpha(a)
+    assert alpha.device.type == "meta" and alpha.shape == (2, 4)
+    assert llm.sink_alpha(a, causal=False).device.type == "meta"

@@ -382,3 +382,30 @@ def test_rate_margin_on_three_tokens_reads_key_two_alone():
     units = {"causal": _sink_units(cfg, share=[0.9, 0.2, 0.95])}
     m = q.rate_margin(units, "causal")
     assert m.per_seed.tolist() == pytest.approx([0.7] * 5) and m.baseline == 0.0
+
+
+def test_attention_and_sweep_quantities_carry_their_coefficients():
+    """The bound's factor by hand: attention means share their sequences, so it is (sum |c|)^2: key 1's
+    excess 1, a prefix mean (three keys of 1/3) 1, a difference of two masks' key 1 (1, -1) 4; a sweep
+    advantage is two accuracies, 1^2 + 1^2 = 2, over n_sweep = 2000. Sees a wrong or missing factor."""
+    T = 17
+    alpha = torch.linspace(0.9, 0.1, T, dtype=torch.float64)
+    units = {"causal": _alpha_units(alpha, MemberConfig("causal")),
+             "window|4": _alpha_units(alpha * 0.5, MemberConfig("window", window=4)),
+             "c": [_unit(sweep=[0.9] + [0.5] * 6 + [0.8])] * 2}
+    assert q.first_key_excess(units, "causal").coef2 == 1
+    assert q.prefix_excess(units, "causal", [2, 4]).coef2 == 1
+    assert q.excess_difference(units, "causal", "window|4").coef2 == 4
+    m = q.sweep_advantage(units, "c", "first", "last")
+    assert (m.n, m.coef2) == (2000, 2) and m.per_seed.tolist() == pytest.approx([0.1, 0.1])
+
+
+def test_depth_trend_bound_reads_the_test_sets_of_the_end_depths():
+    """Over depths 2, 4, 6 the weights are (-1, 0, 1): the middle depth weighs nothing, so its test sets
+    (here 500 sequences, the ends 1,000) do not enter the bound 2 * ((-1)^2 / (4 * 1000) + 1^2 / (4 * 1000)),
+    which is coef2 4 over n = 1000. Sees n read from the middle depth's units."""
+    units = {f"No PE|{d}": [_unit(_gaps(fl=g))] for d, g in ((2, 0.1), (4, 0.5), (6, 0.3))}
+    units["No PE|4"][0]["params"]["n_test"] = 500
+    m = q.depth_trend(units, "No PE", "first-last", [2, 4, 6])
+    assert m.per_seed.tolist() == pytest.approx([0.2]) and m.n == 1000
+    assert m.coef2 / (4 * m.n) == pytest.approx(2 * (1 / 4000 + 1 / 4000))

@@ -147,3 +147,21 @@ def test_rate_verdict_reproduces_at_p_above_equal_to_half_the_level():
     assert r["verdict"] == "reproduced"
     r = rate_verdict(0, 5, 0.5, level=1 / 16)
     assert r["p_below"] == 1 / 32 and r["verdict"] == "contradicted"
+
+
+def test_p_value_of_a_mean_of_one_is_not_the_zero_mean_shortcut():
+    """A mean of exactly 1.0 is an ordinary mean: 2 SE with one run is the normal two-sided 0.0455
+    (2 * (1 - Phi(2)) = 0.04550026), not the 1.0 kept for a zero mean. Sees a shortcut on the wrong mean."""
+    assert p_value(1.0, 0.5, 1) == pytest.approx(0.04550026, abs=1e-8)
+    assert p_value(-1.0, 0.5, 1) == pytest.approx(0.04550026, abs=1e-8)
+
+
+def test_family_z_refuses_a_level_of_one_or_more():
+    """A level is a probability below 1: level 1.0 or 1.5 raises (a widened bound would return a z of
+    1.28 or 0.67 for them); level 0.05 for one entry is the two-sided 5% quantile 1.959964."""
+    from posbias.stats import family_z
+
+    assert family_z(1, 0.05) == pytest.approx(1.959964, abs=1e-6)
+    for level in (1.0, 1.5, 0.0):
+        with pytest.raises(ValueError, match="0 < level < 1"):
+            family_z(5, level)
