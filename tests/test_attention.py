@@ -128,3 +128,21 @@ def test_a_mask_row_with_nothing_allowed_is_refused_by_name():
     mask[1] = False
     with pytest.raises(ValueError, match="every row of the mask must allow at least one position"):
         masked_softmax(torch.zeros(3, 3), mask)
+
+
+def test_masked_softmax_rejects_an_empty_row_in_a_batched_mask():
+    """A (1, 2, 2) mask whose second row allows nothing while every column is allowed somewhere: refused with
+    the documented message. Sees the check run along dim 1 (columns of a batched mask) or a changed message."""
+    mask = torch.tensor([[[True, True], [False, False]]])
+    with pytest.raises(ValueError, match="^every row of the mask must allow at least one position$"):
+        masked_softmax(torch.zeros(1, 2, 2), mask)
+
+
+def test_rope_angles_default_base_is_ten_thousand():
+    """d = 4: theta = (1, 10000^(-1/2)) = (1, 0.01), so position 1's angles are exactly (1, 0.01) by hand.
+    Sees a different default base (10001 gives 0.0099995)."""
+    from posbias.attention import rope_angles
+
+    ang = rope_angles(2, 4)
+    assert ang[0].tolist() == [0.0, 0.0]
+    assert ang[1, 0].item() == 1.0 and ang[1, 1].item() == pytest.approx(0.01, rel=1e-12)

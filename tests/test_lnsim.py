@@ -422,3 +422,55 @@ def test_cached_simulate_stores_each_run_under_its_parameters_version_and_seed(t
     rec = store.lookup_record("kim-sim", full, version=1)
     assert rec is not None and rec["params"] == full and rec["provenance"]["seeds"] == [2]
     assert store.lookup_record("kim-sim", full, version=2) is None
+
+
+def test_sim_defaults_are_simulates_result_defaults():
+    """The defaults that name a result are every keyword of simulate but max_bytes, in signature order,
+    with their values (n = 10, d = 64, seed 0 ...). Sees the filter inverted (only max_bytes kept)."""
+    import inspect
+
+    defaults = lnsim._sim_defaults()
+    params = inspect.signature(lnsim.simulate).parameters
+    assert list(defaults) == [k for k in params if k != "max_bytes"]
+    assert "max_bytes" not in defaults and defaults["n"] == 10 and defaults["d"] == 64 and defaults["seed"] == 0
+
+
+def test_simulate_runs_with_width_equal_to_depth_times_n():
+    """d = 6 = depth * n (n = 3, depth = 2): the score buffers equal the input buffers in the memory
+    estimate, which stays positive. Attention rows sum to 1 and token 1 sees only itself (weight 1).
+    Sees a memory estimate of inputs minus scores (zero bytes per simulation: division by zero)."""
+    res = lnsim.simulate(n=3, d=6, depth=2, sims=5, seed=0)
+    assert res.attn_mean.shape == (2, 3, 3)
+    assert np.allclose(res.attn_mean.sum(-1), 1.0, atol=1e-12) and np.allclose(res.attn_mean[:, 0, 0], 1.0)
+
+
+def test_simulate_accumulates_over_memory_chunks():
+    """sims = 1001 in blocks of 1000 and 1; max_bytes = 1 forces one block per chunk. The mean attention
+    rows still sum to 1 (each simulation's rows do), and the attention and RP means equal those of a
+    single chunk. Sees a chunk's attention or RP sums overwriting the running totals (rows then sum to
+    1/1001)."""
+    kw = dict(n=3, d=4, depth=2, sims=1001, seed=0)
+    small, big = lnsim.simulate(max_bytes=1, **kw), lnsim.simulate(**kw)
+    assert np.allclose(small.attn_mean.sum(-1), 1.0, atol=1e-12)
+    assert np.allclose(small.attn_mean, big.attn_mean, rtol=0, atol=1e-12)
+    assert np.allclose(small.rp_per_sim, big.rp_per_sim, rtol=0, atol=1e-12)
+    assert np.allclose(small.score_mean, big.score_mean, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_plot_score_map_one_token_and_no_grid():
+    """n = 1 has no strictly-lower entry: the off-diagonal scale is skipped and the single score drawn
+    (with the default Agg rcParams, grid lines off). Sees the scale taken over the empty set (nanmin
+    raises) and the grid toggled on by grid(None)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    try:
+        with matplotlib.rc_context({"axes.grid": False}):
+            im = lnsim.plot_score_map(ax, np.array([[2.0]]))
+        assert float(im.get_array()[0, 0]) == 2.0
+        assert not any(line.get_visible() for line in ax.get_xgridlines() + ax.get_ygridlines())
+    finally:
+        plt.close(fig)

@@ -214,3 +214,24 @@ def test_compare_increments_defaults_to_three_standard_errors():
     default, three, four = (lntheory.compare_increments(res, 16, 0.3, **kw) for kw in ({}, {"n_se": 3.0},
                                                                                        {"n_se": 4.0}))
     assert default["excess"] == three["excess"] != four["excess"]
+
+
+def test_layer1_log_weights_without_layernorm_use_l_squared():
+    """No LayerNorm, alpha = 0.5 so l = sqrt(0.5/0.5) = 1 and l^2 = 1; d = 4: diagonal (1 + 1)/2 = 1,
+    off-diagonal 1/2, -inf above (by hand). Sees l * 2 (= 2) for l ** 2 (diagonal 1.5, off-diagonal 1)."""
+    from posbias import lntheory
+
+    lw = lntheory.layer1_log_weights(3, 4, 0.5, layernorm=False)
+    inf = float("-inf")
+    assert lw.tolist() == [[1.0, inf, inf], [0.5, 1.0, inf], [0.5, 0.5, 1.0]]
+
+
+def test_slope_resolvable_passes_its_n_se_on():
+    """(n, d, alpha) = (3, 21, 0.4) is inside the calibration, tol = 1.5/sqrt(21) = 0.327; pred 1, se 0.1:
+    |pred|(1 - tol) = 0.673 clears 1 SE and 5 SE (0.5) but not 10 SE (1.0). Sees n_se dropped (default 5)."""
+    from posbias import lntheory
+
+    assert lntheory.closed_form_outside(3, 21, 0.4) == ""
+    assert lntheory.slope_resolvable(1.0, 0.1, 3, 21, 0.4, n_se=1.0)
+    assert lntheory.slope_resolvable(1.0, 0.1, 3, 21, 0.4)
+    assert not lntheory.slope_resolvable(1.0, 0.1, 3, 21, 0.4, n_se=10.0)

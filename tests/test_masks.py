@@ -92,3 +92,12 @@ def test_hop_distance_marks_an_unreachable_token_minus_one():
     mask = torch.eye(3, dtype=torch.bool)
     mask[1, 0] = True                                           # token 1 reaches token 0; token 2 does not
     assert hop_distance(mask).tolist() == [0, 1, -1]
+
+
+def test_masks_refuse_a_zero_length():
+    """n = 0 is an int but not positive: refused with the documented message. Sees the guard that refuses
+    only a non-int below 1 (the int 0 then gives an empty mask)."""
+    import pytest
+
+    with pytest.raises(ValueError, match="n must be a positive integer, got 0"):
+        causal_mask(0)

@@ -274,3 +274,22 @@ def test_row_powers_held_needs_the_bound_strictly_below_1e12_of_the_entry():
     assert 8 * k + 2 == 1e-12 * 2.0 ** 52
     _, held = row_powers(_held_boundary_matrix(k), 0, [2], log=True, held=True)
     assert held.tolist() == [[True, True, False, False]]
+
+
+def test_row_powers_refuses_held_without_log_with_its_message():
+    """held=True with log=False is refused with the documented message. Sees a changed message."""
+    with pytest.raises(ValueError, match="^held=True needs log=True: the plain product keeps no bound$"):
+        row_powers(torch.eye(2, dtype=torch.float64), 1, [1], held=True)
+
+
+def test_drain_summary_counts_a_first_layer_hit():
+    """One sample, two layers, two tokens; the last token's mass on position 1 is 0.6 then 0.9, level 0.5:
+    it reaches the level after 1 layer, so needed = needed_min = 1 and never = 0 (by hand); the first token
+    is position 1 itself (mass 1, hop 0, counted as 1). Sees a hit at layer 1 dropped (needed nan, min -1)."""
+    from posbias.rollout import drain_summary
+
+    mass = torch.tensor([[[1.0, 0.6], [1.0, 0.9]]], dtype=torch.float64)      # (S=1, T=2, n=2)
+    out = drain_summary(mass, torch.tensor([0, 1]), 0.5)
+    assert out["reach_ok"] is True and out["never"] == 0
+    assert out["needed"] == 1.0 and out["needed_min"] == 1
+    assert out["final_deficit"] == pytest.approx(0.1, abs=1e-15)

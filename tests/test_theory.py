@@ -373,3 +373,51 @@ def test_log_convolve_cuts_the_blocks_its_docstring_states(monkeypatch):
         lag = k[:, None] - k[None, :]
         pairs = torch.where(lag >= 0, logv[None, :] + torch.log(w)[lag.clamp(min=0)], -math.inf)
         assert torch.allclose(got, real(pairs, dim=1), rtol=1e-13, atol=0)
+
+
+def test_half_weight_distance_rope_at_the_edge_beta_is_half_a_turn():
+    """beta = ln 2 / 2 gives x = 1 - 2 = -1 exactly: the weight e^{beta(cos - 1)} reaches 1/2 only at
+    k theta = pi, so k = pi / theta (2 pi at theta = 1/2), finite. Sees x = -1 treated as never (inf)."""
+    assert theory.half_weight_distance_rope(0.5, math.log(2) / 2) == pytest.approx(2 * math.pi, rel=1e-12)
+
+
+def test_half_weight_rows_span_twice_the_predicted_half_distance():
+    """theta_slow = 0.01, beta = 2: the slowest pair halves at k = arccos(1 - ln 2 / 2) / 0.01 = 85.87, so
+    n_far = int(2 * 85.87) + 2 = 173 (below pi / 0.01 = 314; the decay row, m = 1, needs only 3), and the
+    rope row halves at 86. Sees another multiple of the prediction (3x gives 259)."""
+    pred = math.acos(1 - math.log(2) / 2) / 0.01
+    r = theory.half_weight_rows(1.0, 0.01, 2.0, 8)
+    assert r["n_far"] == int(2 * pred) + 2 == 173
+    assert r["half_rope"] == math.ceil(pred) == 86 and r["half_decay"] == 1
+
+
+def test_rope_critical_distance_stirling_depth_one_and_saturation():
+    """Depth 1 has no path count: 0.0. With c = 0, F(k) = log((k + L - 1)/k) > 0 everywhere, so the root
+    saturates at pi/(2 theta) = 5 pi (theta = 0.1), where F = log(1 + 1/(5 pi)) = 0.0617 (between 0 and 1).
+    Sees depth 1 returning another value, and a saturation test against 1 instead of 0 (brentq then finds
+    no sign change and raises)."""
+    assert theory.rope_critical_distance_stirling(1, 0.1, 2.0) == 0.0
+    assert theory.rope_critical_distance_stirling(2, 0.1, 0.0) == pytest.approx(5 * math.pi, rel=1e-15)
+
+
+def test_decay_peaks_band_is_tight_at_a_clear_peak():
+    """n = 40, m = 1, L = 3: the path-count profile C(k+2, 2) e^{-k} is 1, 3/e = 1.10, 6/e^2 = 0.81 at
+    k = 0, 1, 2, a clear maximum at k = 1 (by hand); the finite-row band (width below e^{-30}) admits only
+    k = 1. Sees the band's tolerance widened from 1e-9 to about 1 (it then admits k = 0..3)."""
+    rows, skipped = theory.decay_peaks(40, [1.0], [3])
+    assert skipped == [] and len(rows) == 1
+    r = rows[0]
+    assert (r["k_hat"], r["k_exact"], r["k_lo"], r["k_hi"]) == (1, 1, 1, 1) and r["admissible"]
+
+
+def test_decay_peaks_band_admits_a_near_tie_within_the_finite_row_width():
+    """L = 2, m = ln(9/8) + 1.03e-9: the profile (k+1) e^{-mk} peaks at k = 7, with k = 8 below it by
+    ln(9/8) - m = -1.03e-9 in log, just past the 1e-9 tolerance. The finite row (n = 213, the smallest not
+    skipped) widens k = 8 by -2 ln(1 - e^{-m (213 - 8)}) = 2 e^{-24.15} = 6.5e-11 > 3e-11, so the band is
+    k = 7..8 (by hand). Sees the width taken at n + k (2 e^{-26.0} = 1e-11: the band shrinks to k = 7)."""
+    m = math.log(9 / 8) + 1.03e-9
+    assert -2 * math.log(-math.expm1(-m * (213 - 8))) > 3e-11 > -2 * math.log(-math.expm1(-m * (213 + 8)))
+    rows, skipped = theory.decay_peaks(213, [m], [2])
+    assert skipped == [] and len(rows) == 1
+    r = rows[0]
+    assert (r["k_exact"], r["k_lo"], r["k_hi"]) == (7, 7, 8) and r["admissible"]
