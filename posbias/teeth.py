@@ -9,7 +9,7 @@ from typing import Any
 
 from .provenance import ROOT
 
-__all__ = ["TEETH_PATH", "read_teeth", "mutmut_frame"]
+__all__ = ["TEETH_PATH", "read_teeth", "mutmut_frame", "sample_result"]
 
 TEETH_PATH = ROOT / "book" / "teeth.json"
 
@@ -38,6 +38,25 @@ def mutmut_frame(path: Path | None = None):
                             if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
         rows.append({"mutant": name, "change": change, "status": _why(d, name, again.get(name))})
     return {k: v for k, v in d.items() if not isinstance(v, dict) and k != "reruns"}, pd.DataFrame(rows)
+
+
+def sample_result(path: Path, target: float, shown: str) -> str:
+    """A later sample's run and triage in one sentence (the reproduction notes glue it): killed of tested,
+    date, machine, commit, score with its 95% interval against ``target``, and what became of each
+    survivor; ``shown`` is the file's name as the page prints it. "not run yet" when ``path`` is absent."""
+    got = mutmut_frame(path)
+    if got is None:
+        return f"not run yet (`{shown}` is absent)"
+    m, s = got
+    n = {key: int(s["status"].str.startswith(start).sum()) for key, start in (
+        ("equivalent", "equivalent"), ("unit", "killed since"), ("open", "not explained"))}
+    return (f"{m['killed']} of {m['tested']} killed ({m['date']}, {m['machine']}, sources and tests of "
+            f"{m['commit']}), a score of {m['score']:.3f} with a 95% interval of "
+            "{:.3f} to {:.3f}, ".format(*m["score_95"])
+            + f"{'at or above' if m['score'] >= target else 'short of'} the {target:.0%} asked for. Of its "
+            f"{len(s)} survivors, triaged after the run, {n['unit']} are killed since by new tests (each "
+            f"confirmed by mutmut run again), {n['equivalent']} argued equivalent and {n['open']} not explained "
+            f"(`{shown}`)")
 
 
 def _why(d: dict, name: str, rerun: str | None) -> str:

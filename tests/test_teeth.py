@@ -1,7 +1,8 @@
 """posbias.teeth: the committed mutation results as the book reads them."""
 import json
+from pathlib import Path
 
-from posbias.teeth import mutmut_frame
+from posbias.teeth import mutmut_frame, sample_result
 
 DIFF = "--- a\n+++ b\n@@ -1 +1 @@\n-    x = 1\n+    x = 2\n"
 
@@ -44,3 +45,17 @@ def test_the_sample_by_chapter_counts_what_each_smoke_run_reaches_and_what_lived
     assert _sampled_note(per["ch-a"]) == ["Sampled mutants (`make mutants`): 3 reach this chapter's smoke run; "
                                           "1 were killed at the run, 2 survived it (1 equivalent, 1 open).", ""]
     assert _sampled_note(None) == [] and sampled_by_chapter(tmp_path / "none.json") is None
+
+
+def test_sample_result_states_the_run_and_its_triage(tmp_path):
+    """The notes' sentence for a later sample: the run's counts and score from the file, the target
+    compared, and the triage counted from the file's own triage keys; absent file: not run yet."""
+    path = Path(__file__).resolve().parents[1] / "book" / "mutmut-3.json"
+    d = json.loads(path.read_text())
+    text = sample_result(path, 0.90, "book/mutmut-3.json")
+    assert text.startswith(f"{d['killed']} of {d['tested']} killed (") and f"a score of {d['score']:.3f}" in text
+    assert "short of the 90% asked for" in text and "at or above the 85% asked for" in sample_result(path, 0.85, "x")
+    assert (f"Of its {len(d['survivors'])} survivors" in text
+            and f"{len(d['killed_by_unit_tests'])} are killed since" in text
+            and f"{len(d['equivalent'])} argued equivalent and 0 not explained" in text)
+    assert sample_result(tmp_path / "none.json", 0.9, "book/x.json") == "not run yet (`book/x.json` is absent)"
