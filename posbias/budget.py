@@ -57,6 +57,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import convergence as cv
+from .trained import parse_fig2
 
 __all__ = ["BUDGETS", "EVAL_EVERY", "READ_WINDOW", "N_HELDOUT", "FLAT", "JUMP", "BRANCH_GAP", "MARGIN",
            "MIN_BRANCH", "WIDEN", "DESIGN", "budget", "mean_accuracy", "reading", "best_reading",
@@ -276,11 +277,11 @@ def cost_plan(measured: Mapping[str, Any]) -> dict[str, str]:
     def hours(counts: Mapping[str, int], steps6: int | None = None) -> float:
         total = 0.0
         for label, n in counts.items():
-            d = int(label.split("|")[1])
+            d = parse_fig2(label)[1]
             total += n * network_hours(d, ms[d], ev[d], steps6 if d == 6 else None)
         return total
 
-    deep = {k: v for k, v in measured["to_train"].items() if k.endswith("|6")}
+    deep = {k: v for k, v in measured["to_train"].items() if parse_fig2(k)[1] == 6}
     out = {f"ms_{d}": f"{ms[d]:.2f}" for d in sorted(ms)} | {f"eval_{d}": f"{ev[d]:.1f}" for d in sorted(ev)}
     out |= {f"net_hours_{d}": f"{network_hours(d, ms[d], ev[d]):.2f}" for d in sorted(ms)}
     out |= {"n_to_train": str(sum(measured["to_train"].values())), "hours": f"{hours(measured['to_train']):.1f}",
