@@ -111,21 +111,24 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
              "* - chapter", "  - profile", "  - status", "  - checks", "  - wall time (s)", "  - device",
              "  - data files read"]
     detail = []
-    from .teeth import read_teeth, sampled_by_chapter
+    from .teeth import SAMPLES, TEETH_PATH, read_teeth, sample_runs, sampled_by_chapter
 
     teeth = (read_teeth() or {}).get("chapters", {})
-    sampled = sampled_by_chapter()
-    if sampled:
-        run, per = sampled
-        lo, hi = run["score_95"]
-        detail += [f"Wrong versions nobody listed: `make mutants` drew {run['tested']} of mutmut's mutants of the "
-                   f"science and measurement modules at random (seed {run['seed']}, fixed before the run) and ran "
-                   f"the chapters' smoke checks and those modules' unit tests on each: {run['killed']} killed, a "
-                   f"score of {run['score']:.3f} (95% interval {lo:.3f} to {hi:.3f}). Under each chapter below: "
-                   "the sampled mutants its smoke run reaches and those of them the whole test let live, with "
-                   "what became of them since (a kill is the whole test's, not the chapter's alone).", ""]
-    else:
-        per = {}
+    runs = sample_runs()
+    chapters = next((t for t, r in reversed(runs) if r["has_reach"]), None)
+    per = sampled_by_chapter(TEETH_PATH.with_name(SAMPLES[chapters]))[1] if chapters else {}
+    if runs:
+        detail += ["Wrong versions nobody listed: each `make mutants` sample draws mutmut's mutants of the science "
+                   "and measurement modules at random, with a seed fixed in the Makefile before the draw and none "
+                   "an earlier sample drew, and runs the chapters' smoke checks and those modules' unit tests on "
+                   "each. Killed of those tested, the score and its 95% interval, as each run measured them:", ""]
+        detail += [f"- `make {t}` (seed {r['seed']}, {r['date']}, sources and tests of {r['commit']}): "
+                   f"{r['killed']} of {r['tested']}, {r['score']:.3f} ({r['score_95'][0]:.3f} to "
+                   f"{r['score_95'][1]:.3f})" for t, r in runs] + [""]
+        if chapters:
+            detail += [f"Under each chapter below, from `make {chapters}`: the sampled mutants its smoke run reaches "
+                       "and those of them the whole test let live, with what became of them since (a kill is the "
+                       "whole test's, not the chapter's alone).", ""]
     if teeth:
         detail += ["The checks of the theory chapters and of the chapters that train networks are tried against "
                    "curated wrong versions of the library (`tests/mutants.py`, `tests/mutants_trained.py`; "
@@ -151,7 +154,7 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
                   f"  - {len(data)} ({', '.join(sources)})" if data else "  - none"]
         detail += [f"### {cid}", ""] + [
             f"- {'{bdg-success}`pass`' if c['passed'] else '{bdg-danger}`FAIL`'} `{c['name']}`: {c['claim']}"
-            + _teeth_note(teeth, cid, c["name"]) for c in checks] + [""] + _sampled_note(per.get(cid))
+            + _teeth_note(teeth, cid, c["name"]) for c in checks] + [""] + _sampled_note(per.get(cid), chapters or "mutants")
         if data:
             detail += ["Data files read (path, source, SHA-256):", ""] + [
                 f"- `{d['path']}` ({d['source']}, `{d['sha256'][:16]}`)" for d in data] + [""]
@@ -159,12 +162,13 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
     return "\n".join(lines + ["", "## Checks and data, chapter by chapter", ""] + detail) + "\n"
 
 
-def _sampled_note(n: dict[str, int] | None) -> list[str]:
-    """The line under a chapter's checks on ``make mutants``' sample (none where its run reaches none)."""
+def _sampled_note(n: dict[str, int] | None, target: str = "mutants") -> list[str]:
+    """The line under a chapter's checks on the sample ``make <target>`` drew (none where its run reaches
+    none)."""
     if not n:
         return []
     since = ", ".join(f"{n[k]} {k}" for k in ("killed since", "equivalent", "removed", "open") if n[k])
-    return [f"Sampled mutants (`make mutants`): {n['reached']} reach this chapter's smoke run; "
+    return [f"Sampled mutants (`make {target}`): {n['reached']} reach this chapter's smoke run; "
             f"{n['reached'] - n['survived']} were killed at the run, {n['survived']} survived it"
             + (f" ({since})." if since else "."), ""]
 

@@ -9,9 +9,14 @@ from typing import Any
 
 from .provenance import ROOT
 
-__all__ = ["TEETH_PATH", "read_teeth", "mutmut_frame", "sample_result"]
+__all__ = ["TEETH_PATH", "SAMPLES", "read_teeth", "mutmut_frame", "sample_result", "sample_runs"]
 
 TEETH_PATH = ROOT / "book" / "teeth.json"
+
+# The Makefile's samples of mutmut's mutants, in the order they were declared (each drawn from the mutants
+# no earlier one drew): make target -> committed result in book/.
+SAMPLES: dict[str, str] = {"mutants": "mutmut-400.json", "mutants-2": "mutmut-2.json",
+                           "mutants-3": "mutmut-3.json", "mutants-4": "mutmut-4.json"}
 
 
 def read_teeth(path: Path = TEETH_PATH) -> dict[str, Any] | None:
@@ -73,6 +78,19 @@ def _why(d: dict, name: str, rerun: str | None) -> str:
             return f"killed since: {test}" + (" (mutmut, run again: killed)" if rerun else "")
         return f"not explained: mutmut, run again, says {rerun} (expected {test} to kill it)"
     return "not explained"
+
+
+def sample_runs(book: Path = TEETH_PATH.parent) -> list[tuple[str, dict[str, Any]]]:
+    """``(make target, summary)`` of every declared sample whose result is committed in ``book``, in the
+    order declared; the summary as :func:`mutmut_frame` gives it, plus ``has_reach`` (whether the file
+    says which chapters' smoke runs reach its mutants)."""
+    out = []
+    for target, name in SAMPLES.items():
+        got = mutmut_frame(book / name)
+        if got is not None:
+            reach = bool(json.loads((book / name).read_text(encoding="utf-8")).get("reach"))
+            out.append((target, {**got[0], "has_reach": reach}))
+    return out
 
 
 def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[str, dict[str, int]]] | None:

@@ -59,3 +59,29 @@ def test_sample_result_states_the_run_and_its_triage(tmp_path):
             and f"{len(d['killed_by_unit_tests'])} are killed since" in text
             and f"{len(d['equivalent'])} argued equivalent and 0 not explained" in text)
     assert sample_result(tmp_path / "none.json", 0.9, "book/x.json") == "not run yet (`book/x.json` is absent)"
+
+
+def test_sample_runs_lists_the_committed_samples_in_declared_order_and_the_status_page_shows_each(
+        tmp_path, monkeypatch):
+    """Two of the declared samples committed (the first and the third): both listed, in the Makefile's
+    order, with whether each says which chapters reach it; the Status page prints a line per sample and
+    reads the chapters' counts from the latest sample that has them."""
+    from posbias import cite, teeth
+
+    def run(score, seed, reach=None):
+        return {"date": "2026-12-03", "commit": f"c{seed}", "tested": 4, "killed": int(4 * score), "score": score,
+                "score_95": [score - 0.2, score + 0.1], "seed": seed, "survivors": {"m9": DIFF},
+                **({"reach": reach} if reach else {})}
+
+    (tmp_path / "mutmut-3.json").write_text(json.dumps(run(0.75, 3, {"ch-a": ["m9", "m1"]})))
+    (tmp_path / "mutmut-400.json").write_text(json.dumps(run(0.5, 1)))
+    runs = teeth.sample_runs(tmp_path)
+    assert [(t, r["seed"], r["has_reach"]) for t, r in runs] == [("mutants", 1, False), ("mutants-3", 3, True)]
+    monkeypatch.setattr(teeth, "TEETH_PATH", tmp_path / "teeth.json")
+    monkeypatch.setattr(teeth, "sample_runs", lambda: runs)
+    page = cite.status_page({"ch-a": {"checks": [], "profile": "smoke", "status": "ok",
+                                      "provenance": {"wall_seconds": 1}}}, "smoke")
+    assert "- `make mutants` (seed 1, 2026-12-03, sources and tests of c1): 2 of 4, 0.500 (0.300 to 0.600)" in page
+    assert "- `make mutants-3` (seed 3, 2026-12-03, sources and tests of c3): 3 of 4, 0.750" in page
+    assert ("Sampled mutants (`make mutants-3`): 2 reach this chapter's smoke run; 1 were killed at the run, "
+            "1 survived it (1 open).") in page
