@@ -58,7 +58,9 @@ def sample_result(path: Path, target: float, shown: str) -> str:
     return (f"{m['killed']} of {m['tested']} killed ({m['date']}, {m['machine']}, sources and tests of "
             f"{m['commit']}), a score of {m['score']:.3f} with a 95% interval of "
             "{:.3f} to {:.3f}, ".format(*m["score_95"])
-            + f"{'at or above' if m['score'] >= target else 'short of'} the {target:.0%} asked for. Of its "
+            + f"{'at or above' if m['score'] >= target else 'short of'} the {target:.0%} asked for"
+            + (" (its interval reaches below it: the run does not exclude a true score under the bar)"
+               if m["score"] >= target > m["score_95"][0] else "") + ". Of its "
             f"{len(s)} survivors, triaged after the run, {n['unit']} are killed since by new tests (each "
             f"confirmed by mutmut run again), {n['equivalent']} argued equivalent and {n['open']} not explained "
             f"(`{shown}`)")

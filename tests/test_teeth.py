@@ -85,3 +85,15 @@ def test_sample_runs_lists_the_committed_samples_in_declared_order_and_the_statu
     assert "- `make mutants-3` (seed 3, 2026-12-03, sources and tests of c3): 3 of 4, 0.750" in page
     assert ("Sampled mutants (`make mutants-3`): 2 reach this chapter's smoke run; 1 were killed at the run, "
             "1 survived it (1 open).") in page
+
+
+def test_sample_result_says_when_the_interval_reaches_below_a_bar_the_score_meets(tmp_path):
+    """A score at the bar whose 95% interval reaches below it is said to be so; one whose interval
+    lies above the bar, or a score short of it, is not."""
+    run = {"date": "d", "machine": "m", "commit": "c", "tested": 400, "killed": 361, "score": 0.9025,
+           "score_95": [0.869, 0.928], "survivors": {}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    caveat = "(its interval reaches below it: the run does not exclude a true score under the bar)"
+    assert f"at or above the 90% asked for {caveat}. Of its 0 survivors" in sample_result(path, 0.90, "x")
+    assert caveat not in sample_result(path, 0.86, "x") and caveat not in sample_result(path, 0.95, "x")
