@@ -42,7 +42,8 @@ def mutmut_frame(path: Path | None = None):
         change = " / ".join(ln[1:].strip() for ln in diff.splitlines()
                             if ln[:1] in "+-" and not ln.startswith(("+++", "---")))
         rows.append({"mutant": name, "change": change, "status": _why(d, name, again.get(name))})
-    return {k: v for k, v in d.items() if not isinstance(v, dict) and k != "reruns"}, pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=["mutant", "change", "status"])          # no survivors: no rows
+    return {k: v for k, v in d.items() if not isinstance(v, dict) and k != "reruns"}, frame
 
 
 def sample_result(path: Path, target: float, shown: str) -> str:
