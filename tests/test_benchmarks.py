@@ -52,15 +52,16 @@ def test_denormals_benchmark_times_both_ways_and_compares_the_states(tmp_path):
     assert "identical both ways" in proc.stdout
 
 
-def test_campaign_throughput_benchmark_runs_the_three_modes(tmp_path):
+def test_campaign_throughput_benchmark_runs_the_four_modes(tmp_path):
     out = tmp_path / "campaign.json"
     proc = subprocess.run([sys.executable, str(BENCH / "campaign_throughput.py"), "--steps", "2", "--seeds", "1",
                            "--rounds", "1", "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rep = json.loads(out.read_text())
-    assert [r["mode"] for r in rep["runs"]] == ["process", "1 worker", "2 workers"]
+    assert [r["mode"] for r in rep["runs"]] == ["process", "1 worker", "2 workers", "1 worker x 2 threads"]
     assert all(r["units"] == 7 and r["wall_seconds"] > 0 for r in rep["runs"])
     assert rep["two_workers_over_one"] > 0 and "2 workers / 1 worker" in proc.stdout and rep["provenance"]["git"]
+    assert rep["two_workers_over_one_of_two_threads"] > 0 and "2 workers / 1 worker x 2 threads" in proc.stdout
 
 
 def test_throughput_benchmark_compares_the_engines_on_the_same_weights_and_batches(tmp_path):
