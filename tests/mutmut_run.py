@@ -35,7 +35,7 @@ MODULES = ["posbias/theory.py", "posbias/masks.py", "posbias/rollout.py", "posbi
            "posbias/evaluate.py", "posbias/claims/quantities.py", "posbias/stats.py", "posbias/llm/sinks.py"]
 #: The unit tests of the mutated modules, run beside the chapters' smoke checks.
 UNIT_TESTS = ["tests/test_theory.py", "tests/test_masks.py", "tests/test_rollout.py", "tests/test_attention.py",
-              "tests/test_lnsim.py", "tests/test_lntheory.py", "tests/test_evaluate.py",
+              "tests/test_lnsim.py", "tests/test_lnsim_checks.py", "tests/test_lntheory.py", "tests/test_evaluate.py",
               "tests/test_evaluate_checks.py", "tests/test_quantities.py", "tests/test_stats.py",
               "tests/test_llm_sinks.py", "tests/test_claims.py"]
 CONFIG = """[mutmut]

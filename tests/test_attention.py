@@ -146,3 +146,22 @@ def test_rope_angles_default_base_is_ten_thousand():
     ang = rope_angles(2, 4)
     assert ang[0].tolist() == [0.0, 0.0]
     assert ang[1, 0].item() == 1.0 and ang[1, 1].item() == pytest.approx(0.01, rel=1e-12)
+
+
+def test_sinusoidal_pe_uses_the_base_it_is_given():
+    """base 100, d = 4: theta = (1, 100^(-1/2)) = (1, 0.1), so position 2's row is
+    (sin 2, cos 2, sin 0.2, cos 0.2) by hand. Sees the base dropped (10,000 gives theta_1 = 0.01)."""
+    pe = sinusoidal_pe(3, 4, base=100.0, dtype=torch.float64)
+    want = [math.sin(2.0), math.cos(2.0), math.sin(0.2), math.cos(0.2)]
+    assert pe[2].tolist() == pytest.approx(want, rel=0, abs=1e-15)
+
+
+def test_decay_bias_in_int8_is_the_closed_form_within_127_positions():
+    """dtype int8, n = 200, m = 1: positions past 127 wrap in i and in j alike, and the wrap cancels in
+    i - j, so every pair less than 128 apart (the whole of an 8-bit window) still gets -(i - j) below the
+    diagonal and 0 above it, by hand. Sees i formed in int64 while j wraps (then i - j is off by 256)."""
+    b = decay_bias(200, 1, dtype=torch.int8)
+    k = torch.arange(200)[:, None] - torch.arange(200)[None, :]
+    near = k.abs() < 128
+    assert torch.equal(b[near].double(), (-k[near]).clamp(max=0).double())
+    assert b[150, 140] == -10 and b[140, 150] == 0

@@ -132,3 +132,38 @@ def test_check_training_refuses_accuracies_that_are_not_counts(fresh):
     ev.check_training([_learned(0.1405)] * 2, 1000, steps=100_000, prefix="half-")
     c = {c["name"]: c for c in report.record()["checks"]}["half-test-set-size"]
     assert not c["passed"] and c["value"] == pytest.approx(0.5, abs=1e-9)
+
+
+def test_check_training_says_what_each_check_compares(fresh):
+    """The claim and expected texts of every check, written out (late_rise_ok: loss-falls reads the best
+    drop, 3.4 -> min(3.2) = 0.2)."""
+    from posbias import report
+
+    ev.check_training([_learned(0.14)] * 2, 1000, steps=100_000, late_rise_ok=True)
+    got = {c["name"]: c for c in report.record()["checks"]}
+    assert got["loss-falls"]["expected"] == "smallest drop > 0" and got["loss-falls"]["passed"]
+    assert got["test-set-size"]["expected"] == "distance of acc * n_test from an integer < 0.01"
+    assert got["gaps-recomputed"]["expected"] == "< 1e-6"
+    assert got["above-chance"]["claim"] == ("the worst judged network's mean accuracy over the six IC sets "
+                                            "exceeds chance (1/32) and the median judged network's reaches "
+                                            "four times chance")
+
+
+def test_check_training_count_residual_of_exactly_the_bound_fails(fresh):
+    """Accuracy 1e-5 over 1,000 test sequences is 0.01 of a sequence (exactly, in float64: 1e-5 * 1000 ==
+    0.01): at the bound, not below it, so test-set-size fails with value 0.01."""
+    from posbias import report
+
+    assert 1e-5 * 1000 == 0.01
+    ev.check_training([_learned(1e-5)] * 2, 1000, steps=100_000, prefix="edge-")
+    c = {c["name"]: c for c in report.record()["checks"]}["edge-test-set-size"]
+    assert c["value"] == 0.01 and not c["passed"]
+
+
+def test_complete_depths_reads_the_depth_after_the_last_bar():
+    """Architectures whose own names hold a '|' ('first|causal'): the depth is what follows the last '|'
+    (2 and 4), and the depth missing 'last|causal' (6) is left out."""
+    complete = {"first|causal|2": [1], "first|causal|4": [2], "last|causal|2": [3], "last|causal|4": [4],
+                "first|causal|6": [5]}
+    full, kept = ev.complete_depths(complete, pes=("first|causal", "last|causal"))
+    assert full == [2, 4] and kept == {k: v for k, v in complete.items() if not k.endswith("|6")}

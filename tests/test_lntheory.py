@@ -235,3 +235,107 @@ def test_slope_resolvable_passes_its_n_se_on():
     assert lntheory.slope_resolvable(1.0, 0.1, 3, 21, 0.4, n_se=1.0)
     assert lntheory.slope_resolvable(1.0, 0.1, 3, 21, 0.4)
     assert not lntheory.slope_resolvable(1.0, 0.1, 3, 21, 0.4, n_se=10.0)
+
+
+def _sim_stand_in(score_mean, score_var, sims, slope_var=None):
+    """A SimResult with the given ``(T, n, n)`` score moments, zero slopes (variance ``slope_var``, default 0)."""
+    from posbias.lnsim import SimResult
+
+    t, n = score_mean.shape[0], score_mean.shape[-1]
+    sv = np.zeros((t,)) if slope_var is None else np.full((t,), float(slope_var))
+    return SimResult(score_mean, score_var, np.zeros_like(score_mean), np.zeros((t,)), np.zeros((t,)), sv,
+                     np.zeros((t, n)), sims)
+
+
+def test_closed_form_outside_names_the_part_of_a_row_replaced_by_its_mean():
+    """S = 20, d = 16, alpha = 0.2: v (S - 1) eps = 0.9216 x 19 x exp(0.784 + 0.4608 - 4) = 1.10 (by hand)
+    exceeds the calibration's 0.87; the whole sentence, as the skip message prints it."""
+    from posbias import lntheory
+
+    v, m = (1 - 0.04) ** 2, 4 * 0.2 * (1 - 0.96 / 32)
+    assert f"{v * 19 * math.exp(m + v / 2 - 4):.2f}" == "1.10"
+    assert lntheory.closed_form_outside(20, 16, 0.2) == (
+        "v (S - 1) eps = 1.10 at S = 20 exceeds 0.87, the most of a row the closed form replaced by its mean "
+        "where the tolerance was measured")
+
+
+def test_compare_increments_paper_form_keeps_the_residual():
+    """The paper's (finite_d=False) increments with the residual, by hand in numpy at n = 4, d = 16,
+    alpha = 0.5: log-weights sqrt(d) = 4 on the diagonal and alpha sqrt(d) = 2 off it, W = softmax + I/sqrt(8),
+    G = 0.5 + 0.5 I, score 4 C_ij / sqrt(C_ii C_jj) with C = W G W^T. Sees the residual dropped from the
+    paper's form."""
+    from posbias import lntheory
+
+    n, d, alpha = 4, 16, 0.5
+    lw = np.where(np.tril(np.ones((n, n))) > 0, 2.0, -np.inf)
+    np.fill_diagonal(lw, 4.0)
+    w = np.exp(lw) / np.exp(lw).sum(1, keepdims=True) + np.eye(n) / math.sqrt(8)
+    c = w @ (0.5 + 0.5 * np.eye(n)) @ w.T
+    s = 4 * c / np.sqrt(np.outer(np.diag(c), np.diag(c)))
+    want = np.array([s[2, 1] - s[2, 0], s[3, 2] - s[3, 0]])
+    res = _sim_stand_in(np.zeros((2, n, n)), np.zeros((2, n, n)), 100)
+    got = lntheory.compare_increments(res, d, alpha, residual=True)
+    np.testing.assert_allclose(got["paper"], want, rtol=1e-12, atol=0)
+
+
+def test_compare_increments_allows_n_se_standard_errors_per_increment():
+    """Every score with SE se0, so each increment's SE is 2 se0 and the increments' excess is
+    max(|MC - pred| - tol |pred|) - 3 x 2 se0: doubling se0 from 0.1 to 0.2 lowers it by exactly 0.6 (the slope,
+    with an SE of 1e4, never decides). Sees n_se / se for n_se * se (which would raise it by 7.5)."""
+    from posbias import lntheory
+
+    n, d, alpha, sims = 5, 16, 0.4, 100
+
+    def excess(se0):
+        res = _sim_stand_in(np.zeros((2, n, n)), np.full((2, n, n), se0**2 * sims), sims, slope_var=1e8 * sims)
+        return lntheory.compare_increments(res, d, alpha)["excess"]
+
+    assert excess(0.2) - excess(0.1) == pytest.approx(-0.6, rel=1e-9)
+
+
+def test_layer1_moments_check_pools_the_first_subdiagonal():
+    """n = 4 has 6 off-diagonal entries, 3 on the first subdiagonal: raising those by 0.6 (mean) and 0.2
+    (variance) moves the pooled moments by exactly 0.3 and 0.1. Sees the first subdiagonal left out."""
+    from posbias import lntheory
+
+    n, d, alpha = 4, 16, 0.5
+    m, v = lntheory.layer1_offdiag_moments(d, alpha)
+    sub = np.eye(n, k=-1, dtype=bool)
+    mean, var = np.full((1, n, n), m), np.full((1, n, n), v)
+    mean[0][sub] += 0.6
+    var[0][sub] += 0.2
+    got = lntheory.layer1_moments_check(_sim_stand_in(mean, var, 1000), d, alpha)
+    assert got["mean_mc"] == pytest.approx(m + 0.3, rel=1e-12)
+    assert got["var_mc"] == pytest.approx(v + 0.1, rel=1e-12)
+
+
+def test_layer2_slope_defaults_to_isotropic_inputs():
+    """Without alpha the slope is that of alpha = 0, by hand in numpy at n = 4, d = 4: log-weights 2 on the
+    diagonal and m + v/2 = 0 + 1/2 off it, G = I, score 2 C_ij / sqrt(C_ii C_jj) with C = W W^T, pooled
+    least-squares slope over rows 3 and 4."""
+    from posbias import lntheory
+
+    n = 4
+    lw = np.where(np.tril(np.ones((n, n))) > 0, 0.5, -np.inf)
+    np.fill_diagonal(lw, 2.0)
+    w = np.exp(lw) / np.exp(lw).sum(1, keepdims=True)
+    c = w @ w.T
+    s = 2 * c / np.sqrt(np.outer(np.diag(c), np.diag(c)))
+    num = den = 0.0
+    for i in (2, 3):
+        x = np.arange(i) - (i - 1) / 2
+        num, den = num + float(x @ s[i, :i]), den + float(x @ x)
+    assert lntheory.layer2_slope(n, 4) == pytest.approx(num / den, rel=1e-12)
+
+
+def test_noln_mean_field_defaults_to_isotropic_inputs():
+    """Without alpha, C^1 = I: at n = 2, d = 4 layer 1 scores 1/2 on the diagonal and 0 below it; token 2's
+    weights are (1, e^{1/2}) / (1 + e^{1/2}), so layer 2's C = W W^T gives scores C / 2 (by hand)."""
+    from posbias import lntheory
+
+    e = math.exp(0.5)
+    got = lntheory.noln_mean_field(2, 4, depth=2)
+    assert got[0, 0, 0].item() == 0.5 and got[0, 1, 0].item() == 0.0 and got[0, 1, 1].item() == 0.5
+    assert got[1, 1, 0].item() == pytest.approx(1 / (1 + e) / 2, rel=1e-12)
+    assert got[1, 1, 1].item() == pytest.approx((1 + e * e) / (1 + e) ** 2 / 2, rel=1e-12)
+    assert got[1, 0, 0].item() == 0.5 and math.isnan(got[1, 0, 1].item())

@@ -101,3 +101,19 @@ def test_masks_refuse_a_zero_length():
 
     with pytest.raises(ValueError, match="n must be a positive integer, got 0"):
         causal_mask(0)
+
+
+def test_window_hops_refuses_a_width_below_two_with_its_message():
+    """w = 1 lets a token see only itself: refused with the reason, word for word."""
+    import pytest
+
+    with pytest.raises(ValueError, match=r"^with w < 2 no token can reach an earlier position$"):
+        window_hops(5, 1)
+
+
+def test_reachability_of_a_one_column_mask_is_the_mask():
+    """A mask of one column: tokens 1 and 3 see position 1, token 2 nothing. A walk's first step lands on
+    position 1 or nowhere, so the walks are the single edges and R is the mask itself (the closure needs
+    1 step, the column count). Sees the step count taken from the rows (3: a 3x1 by 3x1 product fails)."""
+    mask = torch.tensor([[True], [False], [True]])
+    assert torch.equal(reachability(mask), mask)

@@ -409,3 +409,54 @@ def test_depth_trend_bound_reads_the_test_sets_of_the_end_depths():
     m = q.depth_trend(units, "No PE", "first-last", [2, 4, 6])
     assert m.per_seed.tolist() == pytest.approx([0.2]) and m.n == 1000
     assert m.coef2 / (4 * m.n) == pytest.approx(2 * (1 / 4000 + 1 / 4000))
+
+
+def test_gap_contrast_carries_the_test_sets_it_reads():
+    """first-last 0.3 minus middle-last 0.1 within one configuration of 500 test sequences: 0.2 per seed,
+    four accuracies (coef2 4) over n = 500, a bound of 4 / 2000 (sees a lost n)."""
+    us = [_unit(_gaps(fl=0.3, ml=0.1)) for _ in range(2)]
+    for u in us:
+        u["params"]["n_test"] = 500
+    m = q.gap_contrast({"c": us}, "c", "first-last", "middle-last")
+    assert m.per_seed.tolist() == pytest.approx([0.2, 0.2]) and (m.n, m.coef2) == (500, 4)
+    assert m.coef2 / (4 * m.n) == pytest.approx(4 / 2000)
+
+
+def test_prefix_excess_vs_causal_subtracts_the_causal_excess_by_hand():
+    """Alphas built as uniform attention's plus 0.3 at every key (prefix of 2) and plus 0.1 (causal): the
+    prefix keys' excess beyond the causal mask's is 0.3 - 0.1 = 0.2 (a sum would give 0.4)."""
+    T = 17
+    cp, cc = MemberConfig("prefix", prefix=2), MemberConfig("causal")
+    units = {"prefix|2": _alpha_units(ev.uniform_sink_alpha(cp.mask_and_bias(T)[0]) + 0.3, cp),
+             "causal": _alpha_units(ev.uniform_sink_alpha(cc.mask_and_bias(T)[0]) + 0.1, cc)}
+    m = q.prefix_excess_vs_causal(units, "prefix|2", [1, 2])
+    assert m.per_seed.tolist() == pytest.approx([0.2, 0.2], abs=1e-12) and (m.n, m.coef2) == (10_000, 4)
+
+
+def test_sink_rate_and_its_causal_contrast_read_every_key_of_the_range_by_hand():
+    """Window of 8 over 17 tokens: uniform alpha of key 1 is H_8 / 8 = 0.34 (rate 1), of key 2
+    (1/2 + ... + 1/8 + 1/8) / 8 = 0.23 (rate 0); window of 4: key 3 (1/3 + 1/4 * 3) / 4 = 0.27 (rate 0),
+    keys 1-2 rate 1; causal: 0 at every key. Rates 0.9, 0.6, 0.3 at keys 1..3: sink_rate of keys 1..3 is
+    0.6 (key 3 alone 0.3) over the baseline 2/3; window 8 minus causal at keys 1..2 is
+    (0.9 + 0.6) / 2 - (0.5 + 0.2) / 2 = 0.4 with baseline 1/2 - 0, n 10,000, coef2 4."""
+    T = 17
+    share = [0.9, 0.6, 0.3] + [0.0] * (T - 3)
+    units = {"window|4": _sink_units(MemberConfig("window", window=4), n=2, share=share),
+             "window|8": _sink_units(MemberConfig("window", window=8), n=2, share=share),
+             "causal": _sink_units(MemberConfig("causal"), n=2, share=[0.5, 0.2] + [0.0] * (T - 2))}
+    m = q.sink_rate(units, "window|4", [1, 3])
+    assert m.per_seed.tolist() == pytest.approx([0.6, 0.6]) and m.baseline == pytest.approx(2 / 3)
+    m = q.prefix_rate_vs_causal(units, "window|8", [1, 2])
+    assert m.per_seed.tolist() == pytest.approx([0.4, 0.4])
+    assert (m.n, m.coef2, m.baseline) == (10_000, 4.0, pytest.approx(0.5))
+
+
+def test_rate_trend_baseline_is_uniform_attentions_key_one_by_hand():
+    """Windows of 4 and 8 over 17 tokens: weights (-1, 1); uniform attention's key-1 rate is 1 under both
+    (alpha 0.52 and 0.34 > 0.3), so the baseline is 1 - 1 = 0 (key 2's rates, 1 and 0, would give -1);
+    the networks' key-1 rates 0.4 and 0.7 give 0.3."""
+    T = 17
+    units = {f"window|{w}": _sink_units(MemberConfig("window", window=w), n=2, share=[r] + [0.1] * (T - 1))
+             for w, r in ((4, 0.4), (8, 0.7))}
+    m = q.rate_trend(units, ["window|4", "window|8"], [4, 8])
+    assert m.per_seed.tolist() == pytest.approx([0.3, 0.3]) and m.baseline == 0.0 and m.coef2 == 4.0

@@ -293,3 +293,35 @@ def test_drain_summary_counts_a_first_layer_hit():
     assert out["reach_ok"] is True and out["never"] == 0
     assert out["needed"] == 1.0 and out["needed_min"] == 1
     assert out["final_deficit"] == pytest.approx(0.1, abs=1e-15)
+
+
+def test_layers_to_reach_reads_each_row_on_its_own():
+    """Row 0 reaches 0.5 at its second layer, row 1 at its first: (2, 1) by hand. Sees the argmax taken
+    over the flattened rows (the first hit of all, layer 2, given to both)."""
+    mass = torch.tensor([[0.1, 0.6], [0.7, 0.9]], dtype=torch.float64)
+    assert layers_to_reach(mass, 0.5).tolist() == [2, 1]
+
+
+def test_first_mass_drops_needs_a_loss_of_more_than_tol():
+    """tol = 0.25: row 0 goes 0.75 -> 0.5, a loss of exactly tol (0.5 < 0.75 - 0.25 is false: no drop);
+    row 1 goes 0.75 -> 0.25, a drop. One drop in two cases, by hand (all values exact in binary)."""
+    from posbias.rollout import first_mass_drops
+    p = torch.zeros(1, 2, 2, 2, dtype=torch.float64)
+    p[0, :, 0, 0] = torch.tensor([0.75, 0.5], dtype=torch.float64)
+    p[0, :, 1, 0] = torch.tensor([0.75, 0.25], dtype=torch.float64)
+    assert first_mass_drops(p, tol=0.25) == (1, 2)
+
+
+def test_causal_bound_ratios_of_one_row_by_hand():
+    """The bounds hold row by row, so the rollout of the last token alone (S = T = 1, one row of n = 3)
+    has ratios by hand: row (0.2, 0.3, 0.5), eps = e^{-2B}/3, generic = last = 0.8 / (1 - eps); the
+    smallest causal weight is 0.2, so sharp = max(0.8 / 0.8, 0.5 / 0.6) = 1. Sees n read from the row
+    count (1: no mass away from position 1, and eps_min over the zeros above the diagonal)."""
+    from posbias.rollout import causal_bound_ratios
+    attn = torch.tensor([[[[1.0, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]]], dtype=torch.float64)
+    b = 0.5
+    r = causal_bound_ratios(attn, rollout(attn)[..., 2:, :], b)
+    eps = math.exp(-2 * b) / 3
+    assert r["generic"] == pytest.approx(0.8 / (1 - eps), rel=1e-12)
+    assert r["last"] == pytest.approx(0.8 / (1 - eps), rel=1e-12)
+    assert r["sharp"] == pytest.approx(1.0, rel=1e-12)

@@ -421,3 +421,31 @@ def test_decay_peaks_band_admits_a_near_tie_within_the_finite_row_width():
     assert skipped == [] and len(rows) == 1
     r = rows[0]
     assert (r["k_exact"], r["k_lo"], r["k_hi"]) == (7, 7, 8) and r["admissible"]
+
+
+def test_log_path_count_and_stirling_refusals_are_word_for_word():
+    """The messages are the contract: a negative distance, and m = 0 for the Stirling distance (which
+    would otherwise divide by e^0 - 1 = 0)."""
+    with pytest.raises(ValueError, match=r"^distances k must be >= 0$"):
+        theory.log_path_count(torch.tensor([-1, 2]), 3)
+    with pytest.raises(ValueError, match=r"^with m <= 0 the profile grows without bound: no critical distance$"):
+        theory.decay_critical_distance_stirling(4, 0.0)
+
+
+def test_half_weight_rows_rotates_each_key_once_in_chunks(monkeypatch):
+    """d = 4, base 100, beta = 2: theta_slow = 0.1, the half distance is arccos(1 - ln 2 / 2) / 0.1 = 8.59,
+    so n_far = int(17.17) + 2 = 19 (by hand). With _CHUNK = 4 the 19 keys (pair 0 turns 1 per position:
+    its angle is the position) are rotated once each, in order: 0-3, 4-7, 8-11, 12-15, 16-18. Sees chunks
+    started at every position (the same rows, each key rotated up to 4 times)."""
+    rotated, rope = [], theory.apply_rope
+
+    def spy(x, angles):
+        if x.shape[-1] == 4:                         # the all-pairs query and keys (the slowest pair has d = 2)
+            rotated.append([int(a) for a in angles[:, 0].tolist()])
+        return rope(x, angles)
+
+    monkeypatch.setattr(theory, "apply_rope", spy)
+    monkeypatch.setattr(theory, "_CHUNK", 4)
+    hw = theory.half_weight_rows(-math.log(0.8), 0.1, 2.0, 4, 100.0)
+    assert hw["n_far"] == 19
+    assert rotated == [[18], [0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15], [16, 17, 18]]
