@@ -8,6 +8,7 @@ from typing import Any
 
 from .chapters import get_chapter
 from .provenance import git_state
+from .teeth import SAMPLES, TEETH_PATH, read_teeth, sample_runs, sampled_by_chapter
 
 __all__ = ["BOOK_URL", "SHORT", "chapter_url", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown",
            "status_page", "citation_page"]
@@ -111,8 +112,6 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
              "* - chapter", "  - profile", "  - status", "  - checks", "  - wall time (s)", "  - device",
              "  - data files read"]
     detail = []
-    from .teeth import SAMPLES, TEETH_PATH, read_teeth, sample_runs, sampled_by_chapter
-
     teeth = (read_teeth() or {}).get("chapters", {})
     runs = sample_runs()
     chapters = next((t for t, r in reversed(runs) if r["has_reach"]), None)

@@ -77,8 +77,8 @@ def test_sample_runs_lists_the_committed_samples_in_declared_order_and_the_statu
     (tmp_path / "mutmut-400.json").write_text(json.dumps(run(0.5, 1)))
     runs = teeth.sample_runs(tmp_path)
     assert [(t, r["seed"], r["has_reach"]) for t, r in runs] == [("mutants", 1, False), ("mutants-3", 3, True)]
-    monkeypatch.setattr(teeth, "TEETH_PATH", tmp_path / "teeth.json")
-    monkeypatch.setattr(teeth, "sample_runs", lambda: runs)
+    monkeypatch.setattr(cite, "TEETH_PATH", tmp_path / "teeth.json")
+    monkeypatch.setattr(cite, "sample_runs", lambda: runs)
     page = cite.status_page({"ch-a": {"checks": [], "profile": "smoke", "status": "ok",
                                       "provenance": {"wall_seconds": 1}}}, "smoke")
     assert "- `make mutants` (seed 1, 2026-12-03, sources and tests of c1): 2 of 4, 0.500 (0.300 to 0.600)" in page
