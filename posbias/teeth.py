@@ -97,9 +97,9 @@ def sample_runs(book: Path = TEETH_PATH.parent) -> list[tuple[str, dict[str, Any
 
 
 def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[str, dict[str, int]]] | None:
-    """``make mutants``' fixed sample (``book/mutmut-400.json``) as the Status page shows it: the run's
-    summary (score, interval, seed) and, per chapter whose smoke run reaches sampled mutants (``reach``),
-    ``reached``, ``survived`` (the run's whole test let them live) and, of those, ``killed since``,
+    """A sample's run (``path``; default the first sample, ``book/mutmut-400.json``) as the Status page
+    shows it: the run's summary (score, interval, seed) and, per chapter whose smoke run reaches sampled
+    mutants (``reach``), ``reached``, ``survived`` (the run's whole test let them live) and, of those, ``killed since``,
     ``equivalent``, ``removed`` and ``open`` (as :func:`mutmut_frame` reads them). None when absent.
     Kills are the whole test's (the chapters' checks and the unit tests together), not one chapter's."""
     path = path or TEETH_PATH.with_name("mutmut-400.json")
