@@ -153,7 +153,8 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
                   f"  - {len(data)} ({', '.join(sources)})" if data else "  - none"]
         detail += [f"### {cid}", ""] + [
             f"- {'{bdg-success}`pass`' if c['passed'] else '{bdg-danger}`FAIL`'} `{c['name']}`: {c['claim']}"
-            + _teeth_note(teeth, cid, c["name"]) for c in checks] + [""] + _sampled_note(per.get(cid), chapters or "mutants")
+            + _teeth_note(teeth, cid, c["name"]) for c in checks] + [""]
+        detail += _sampled_note(per.get(cid), chapters or "mutants")
         if data:
             detail += ["Data files read (path, source, SHA-256):", ""] + [
                 f"- `{d['path']}` ({d['source']}, `{d['sha256'][:16]}`)" for d in data] + [""]
