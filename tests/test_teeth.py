@@ -97,3 +97,14 @@ def test_sample_result_says_when_the_interval_reaches_below_a_bar_the_score_meet
     caveat = "(its interval reaches below it: the run does not exclude a true score under the bar)"
     assert f"at or above the 90% asked for {caveat}. Of its 0 survivors" in sample_result(path, 0.90, "x")
     assert caveat not in sample_result(path, 0.86, "x") and caveat not in sample_result(path, 0.95, "x")
+
+
+def test_every_mutant_sample_the_makefile_declares_is_listed_in_samples():
+    """A sample declared in the Makefile but missing from teeth.SAMPLES would never reach the Status page."""
+    import re
+
+    from posbias.teeth import SAMPLES
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    targets = set(re.findall(r"^(mutants(?:-\d+)?):", makefile, flags=re.M))
+    assert targets == set(SAMPLES) and len(targets) >= 4
