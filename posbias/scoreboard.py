@@ -18,6 +18,7 @@ from . import evaluate as ev
 from .attention import masked_softmax
 from .claims import confirm
 from .claims import quantities as q
+from .claims import tables
 from .masks import make_mask
 from .rollout import first_position_mass, rollout
 from .training.campaigns import stored, stored_campaign, units_of
@@ -66,8 +67,8 @@ class Scoreboard:
         return pd.DataFrame(rows)
 
     def table(self):
-        """Every entry (:func:`posbias.claims.table`)."""
-        return claims.table(self.judged)
+        """Every entry (:func:`posbias.claims.tables.table`)."""
+        return tables.table(self.judged)
 
     def share_table(self):
         """How the convergence rule's share changes the counts: for the register's share and the two

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from posbias import claims
+from posbias.claims import tables
 
 PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "wu2025-emergence-of-position-bias.txt"
 N_TEST = 10_000
@@ -23,7 +24,7 @@ def test_every_trained_network_sentence_is_covered():
     """The coverage list: each sentence is the paper's, each names entries of the register or why none,
     every register entry is listed under exactly one sentence, and its quote lies inside that sentence."""
     reg = claims.register()
-    cov = claims.coverage()
+    cov = tables.coverage()
     ids = [i for c in cov for i in c.get("entries", [])]
     assert sorted(ids) == sorted(e.id for e in reg.entries)                 # each entry once
     assert all(("entries" in c) != ("none" in c) for c in cov)
@@ -33,7 +34,7 @@ def test_every_trained_network_sentence_is_covered():
     if PAPER.is_file():
         text = claims.normalise(PAPER.read_text())
         assert [c["sentence"] for c in cov if claims.normalise(c["sentence"]) not in text] == []
-    tab = claims.coverage_table(claims.judge_register())
+    tab = tables.coverage_table(claims.judge_register())
     assert len(tab) == len(cov) and (tab["entries"] == 0).sum() == sum("none" in c for c in cov)
 
 

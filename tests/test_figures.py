@@ -355,6 +355,7 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     them and published with the ``paper_`` prefix; and with a seed missing everywhere, nothing
     complete, every entry 'not yet', counts glued as 0 and every ensemble named as not started."""
     from posbias import claims, evaluate as ev, train
+    from posbias.claims import tables
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
@@ -378,7 +379,7 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     # a share for every entry with a configuration that can reach the ceiling; none where all cannot
     assert all((j.share is None) == (set(j.cannot_reach) == set(j.entry.configs)) for j in judged)
     assert all(0 < j.share <= 1 for j in judged if j.share is not None)
-    assert list(claims.table(judged)["claim"]) == [e.id for e in entries3]
+    assert list(tables.table(judged)["claim"]) == [e.id for e in entries3]
     sweeps = {c: ev.stack(us, "sweep_accuracy") for c, us in pres.items()}
     assert [len(ax.lines) > 0 for ax in figures.fig3_sweep_figure(sweeps).axes] == [True, True]
     assert [len(ax.lines) for ax in figures.fig3_gap_curves_figure(pres).axes] == [7, 7, 7]

@@ -24,8 +24,8 @@ from .. import stats
 from .quantities import QUANTITIES, Measure
 
 __all__ = ["Entry", "Judge", "Register", "Judged", "NOT_YET", "STATUSES", "load", "register", "judge",
-           "distinct_runs", "run_signature", "untrained_accuracy", "mean_se", "coverage", "coverage_table",
-           "judge_register", "quotes_missing", "counts", "share_counts", "table", "publish", "normalise", "QUANTITIES"]
+           "distinct_runs", "run_signature", "untrained_accuracy", "mean_se",
+           "judge_register", "quotes_missing", "counts", "share_counts", "publish", "normalise", "QUANTITIES"]
 
 REGISTER = Path(__file__).with_name("wu2025.yml")
 #: The status of an entry whose units are not all stored.
@@ -478,5 +478,3 @@ def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
         report.value(f"{prefix}m_{key}", float("nan") if j.mean is None else j.mean)
         report.value(f"{prefix}s_{key}", float("nan") if j.se is None else j.se)
 
-
-from .tables import coverage, coverage_table, table  # noqa: E402  (they read the names above)

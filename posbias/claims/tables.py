@@ -1,6 +1,7 @@
 """What the register's judge says, as tables for the pages: every entry judged
 (:func:`table`), and the coverage list of the paper's sentences (:func:`coverage`,
-:func:`coverage_table`). Re-exported by :mod:`posbias.claims`."""
+:func:`coverage_table`). Imported as ``posbias.claims.tables``: the package does not re-export it, so
+that the package never imports the module that reads it."""
 from __future__ import annotations
 
 from pathlib import Path
