@@ -8,7 +8,7 @@ from typing import Any
 
 from .chapters import get_chapter
 from .provenance import git_state
-from .teeth import SAMPLES, TEETH_PATH, read_teeth, sample_runs, sampled_by_chapter
+from .teeth import SAMPLES, STANDINGS, TEETH_PATH, read_teeth, sample_runs, sampled_by_chapter
 
 __all__ = ["BOOK_URL", "SHORT", "chapter_url", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown",
            "status_page", "citation_page"]
@@ -167,7 +167,7 @@ def _sampled_note(n: dict[str, int] | None, target: str = "mutants") -> list[str
     none)."""
     if not n:
         return []
-    since = ", ".join(f"{n[k]} {k}" for k in ("killed since", "equivalent", "removed", "open") if n[k])
+    since = ", ".join(f"{n[k]} {'killed since' if k == 'unit' else k}" for k in STANDINGS if n[k])
     return [f"Sampled mutants (`make {target}`): {n['reached']} reach this chapter's smoke run; "
             f"{n['reached'] - n['survived']} were killed at the run, {n['survived']} survived it"
             + (f" ({since})." if since else "."), ""]

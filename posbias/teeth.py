@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .provenance import ROOT
 
@@ -54,8 +54,7 @@ def sample_result(path: Path, target: float, shown: str) -> str:
     if got is None:
         return f"not run yet (`{shown}` is absent)"
     m, s = got
-    n = {key: int(s["status"].str.startswith(start).sum()) for key, start in (
-        ("equivalent", "equivalent"), ("unit", "killed since"), ("open", "not explained"))}
+    n = standing_counts(s["status"])
     return (f"{m['killed']} of {m['tested']} killed ({m['date']}, {m['machine']}, sources and tests of "
             f"{m['commit']}), a score of {m['score']:.3f} with a 95% interval of "
             "{:.3f} to {:.3f}, ".format(*m["score_95"])
@@ -65,6 +64,19 @@ def sample_result(path: Path, target: float, shown: str) -> str:
             f"{len(s)} survivors, triaged after the run, {n['unit']} are killed since by new tests (each "
             f"confirmed by mutmut run again), {n['equivalent']} argued equivalent and {n['open']} not explained "
             f"(`{shown}`)")
+
+
+#: How a survivor stands after its run: the count's name -> the start of the status :func:`_why` words.
+STANDINGS: dict[str, str] = {"unit": "killed since", "equivalent": "equivalent", "removed": "code removed",
+                             "open": "not explained"}
+
+
+def standing_counts(statuses: Iterable[str]) -> dict[str, int]:
+    """How many of a run's survivors stand each way (``statuses`` as :func:`mutmut_frame` words them):
+    ``unit`` (killed since by a unit test), ``equivalent``, ``removed`` (its code is gone) and ``open``
+    (not explained), in the order of :data:`STANDINGS`."""
+    statuses = list(statuses)
+    return {key: sum(s.startswith(start) for s in statuses) for key, start in STANDINGS.items()}
 
 
 def _why(d: dict, name: str, rerun: str | None) -> str:
@@ -99,8 +111,8 @@ def sample_runs(book: Path = TEETH_PATH.parent) -> list[tuple[str, dict[str, Any
 def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[str, dict[str, int]]] | None:
     """A sample's run (``path``; default the first sample, ``book/mutmut-400.json``) as the Status page
     shows it: the run's summary (score, interval, seed) and, per chapter whose smoke run reaches sampled
-    mutants (``reach``), ``reached``, ``survived`` (the run's whole test let them live) and, of those, ``killed since``,
-    ``equivalent``, ``removed`` and ``open`` (as :func:`mutmut_frame` reads them). None when absent.
+    mutants (``reach``), ``reached``, ``survived`` (the run's whole test let them live) and, of those, their
+    :func:`standing_counts`. None when absent.
     Kills are the whole test's (the chapters' checks and the unit tests together), not one chapter's."""
     path = path or TEETH_PATH.with_name("mutmut-400.json")
     framed = mutmut_frame(path)
@@ -109,11 +121,8 @@ def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[s
     summary, frame = framed
     status = dict(zip(frame["mutant"], frame["status"])) if len(frame) else {}
     reach = json.loads(path.read_text(encoding="utf-8")).get("reach", {})
-    kinds = (("killed since", "killed since"), ("equivalent", "equivalent"), ("removed", "code removed"),
-             ("open", "not explained"))
     out = {}
     for chapter, names in reach.items():
         lived = [status[n] for n in names if n in status]
-        out[chapter] = {"reached": len(names), "survived": len(lived),
-                        **{k: sum(s.startswith(start) for s in lived) for k, start in kinds}}
+        out[chapter] = {"reached": len(names), "survived": len(lived), **standing_counts(lived)}
     return summary, out

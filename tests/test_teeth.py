@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from posbias.teeth import mutmut_frame, sample_result
+from posbias.teeth import mutmut_frame, sample_result, standing_counts
 
 DIFF = "--- a\n+++ b\n@@ -1 +1 @@\n-    x = 1\n+    x = 2\n"
 
@@ -40,7 +40,7 @@ def test_the_sample_by_chapter_counts_what_each_smoke_run_reaches_and_what_lived
     path.write_text(json.dumps(run))
     summary, per = sampled_by_chapter(path)
     assert summary["seed"] == 7 and summary["score"] == 0.5
-    assert per["ch-a"] == {"reached": 3, "survived": 2, "killed since": 0, "equivalent": 1, "removed": 0, "open": 1}
+    assert per["ch-a"] == {"reached": 3, "survived": 2, "unit": 0, "equivalent": 1, "removed": 0, "open": 1}
     assert per["ch-b"]["survived"] == 0
     assert _sampled_note(per["ch-a"]) == ["Sampled mutants (`make mutants`): 3 reach this chapter's smoke run; "
                                           "1 were killed at the run, 2 survived it (1 equivalent, 1 open).", ""]
@@ -108,3 +108,12 @@ def test_every_mutant_sample_the_makefile_declares_is_listed_in_samples():
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     targets = set(re.findall(r"^(mutants(?:-\d+)?):", makefile, flags=re.M))
     assert targets == set(SAMPLES) and len(targets) >= 4
+
+
+def test_standing_counts_reads_each_status_by_its_start():
+    """Each survivor is counted once, by the start of its status; an unknown status counts nowhere."""
+    statuses = ["killed since: tests/t.py::a", "killed since: tests/t.py::b (mutmut, run again: killed)",
+                "equivalent: same numbers", "code removed since: gone", "not explained",
+                "not explained: mutmut, run again, says survived (expected tests/t.py::c to kill it)", "other"]
+    assert standing_counts(statuses) == {"unit": 2, "equivalent": 1, "removed": 1, "open": 2}
+    assert list(standing_counts([])) == ["unit", "equivalent", "removed", "open"]
