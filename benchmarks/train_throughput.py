@@ -10,16 +10,19 @@ With ``--allocator ROUNDS`` it times the depth-4 No-PE ensemble (10 members) in 
 with and without :func:`posbias.train.tune_allocator`, alternating, ROUNDS of each, pairwise
 concurrent when two cores are free (the allocator cannot be untuned within one process).
 With ``--engines ROUNDS`` it times the model's engines (:data:`posbias.model.ENGINES`, and with
-``--compile`` engine v3 under ``torch.compile``, on the No-PE ensembles only: its warm-up takes
-minutes) side by side, in turns, ROUNDS times each, per
+``--compile`` engines v2 and v3 under ``torch.compile``, on the No-PE ensembles and the network
+alone only: its warm-up takes minutes) side by side, in turns, ROUNDS times each, per
 depth in the campaign's packing (one ensemble per PE) and alone, with the same weights and the same
 (pre-drawn) batches: milliseconds per member-step, the ratio to v2 and the share of the fp32 matmul
 peak; ``--sizes`` adds the No-PE ensemble at other sizes; ``--equivalence STEPS`` trains the depth-2
 ensembles STEPS steps from the same weights and batches under v2 and v3 and reports how far apart
-their losses get, in float32 ulps.
+their losses get, in float32 ulps. With ``--ceiling ROUNDS`` it times the v2 step per depth and
+packing and profiles its matrix products: how far the step could speed up, and what share of the peak
+it could reach, with every other cost gone and the products on today's kernels.
 
     python benchmarks/train_throughput.py [--steps 20] [--threads 1] [--bf16] [--allocator 2] [--json out.json]
     python benchmarks/train_throughput.py --engines 3 --steps 20 --equivalence 200 [--sizes 1 5 10 15] [--compile]
+    python benchmarks/train_throughput.py --ceiling 5 --steps 30 --depths 2 4 6 --json out.json
 """
 from __future__ import annotations
 
@@ -101,7 +104,9 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> di
     round), per depth and packing; medians over rounds, ratios to v2, shares of ``peak``."""
     import statistics
 
-    engines = [(e, False) for e in ENGINES] + ([("v3", True)] if compiled else [])
+    engines = [(e, False) for e in ENGINES] + ([("v2", True), ("v3", True)] if compiled else [])
+    if compiled:    # every (depth, packing, engine) compiles anew: raise dynamo's limit, lest it fall back to eager
+        torch._dynamo.config.recompile_limit = 1024
     name = lambda e, c: e + ("+compile" if c else "")  # noqa: E731
     out: dict = {}
     for depth in depths:
@@ -117,13 +122,13 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> di
             data_ms = 1e3 * (time.perf_counter() - t) / steps / len(seeds)
             init = EnsembleNet(cfgs, seeds, depth).state_dict()
             steps_of = {}
-            for e, c in (engines if pack.startswith("none") else [x for x in engines if not x[1]]):
+            for e, c in (engines if pack.startswith(("none", "decay alone")) else [x for x in engines if not x[1]]):
                 t = time.perf_counter()
                 steps_of[name(e, c)] = st = stepper(cfgs, seeds, depth, e, batches, c, init)
                 for i in range(3):
                     st(i)
                 if c:
-                    out.setdefault("compile_warmup_s", {})[f"{depth} {pack}"] = time.perf_counter() - t
+                    out.setdefault("compile_warmup_s", {})[f"{depth} {pack} {name(e, c)}"] = time.perf_counter() - t
             times: dict[str, list[float]] = {k: [] for k in steps_of}
             for r in range(rounds):
                 for k in (list(steps_of) if r % 2 == 0 else list(steps_of)[::-1]):
@@ -140,6 +145,66 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> di
                 f"{k} {v:6.2f} ms/member-step x{row['ratio_to_v2'][k]:.2f} "
                 f"{100 * row['fraction_of_fp32_peak'][k]:4.1f}% of peak" for k, v in med.items())
                 + f" | data {data_ms:.2f} ms", flush=True)
+    return out
+
+
+#: The profiler's names of the matrix products a training step runs (forward and backward).
+MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::dot",
+                        "aten::mv", "aten::addmv", "aten::_mkldnn_matmul"})
+
+
+def ceiling(depths, steps, rounds, peak) -> dict:
+    """How fast the step could get while its matrix products run on today's kernels, per depth in the
+    campaign's packing and alone, engine v2, on pre-drawn batches: ``rounds`` rounds of ``steps`` steps
+    unprofiled in turn with as many under ``torch.profiler``, whose self time of the products
+    (:data:`MATMUL_OPS`) over the profiled round's wall time is their share of the step. With every
+    other cost removed a step would take the products' time: ``bound`` is one over their share
+    (Amdahl; the profiler's own cost, outside the products, makes it generous), ``matmul_share_of_peak``
+    the model's FLOPs over the products' time against ``peak``: the most of the peak a step can reach
+    while its products run on today's kernels. Medians over rounds."""
+    import statistics
+
+    from torch.profiler import ProfilerActivity, profile
+
+    out: dict = {}
+    for depth in depths:
+        packs = {f"{pe} x{len(ms)}": ms for pe, ms in _fig2_groups().items()}
+        packs["decay alone"] = [(MemberConfig("decay"), 0)]
+        for pack, members in packs.items():
+            cfgs, seeds = [c for c, _ in members], [s for _, s in members]
+            tasks = [make_task(s) for s in seeds]
+            batches = [ensemble_batch(tasks, seeds, [None] * len(seeds), i, B) for i in range(steps)]
+            st = stepper(cfgs, seeds, depth, "v2", batches)
+            for i in range(3):
+                st(i)
+            times, walls, mms, ops = [], [], [], {}
+            for _ in range(rounds):      # a round unprofiled, then one profiled, in turns
+                t = time.perf_counter()
+                for i in range(steps):
+                    st(i)
+                times.append(1e3 * (time.perf_counter() - t) / steps / len(seeds))
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    t = time.perf_counter()
+                    for i in range(steps):
+                        st(i)
+                    walls.append(1e3 * (time.perf_counter() - t) / steps / len(seeds))
+                got = {e.key: e.self_cpu_time_total / 1e3 / steps / len(seeds) for e in prof.key_averages()}
+                mms.append(sum(v for k, v in got.items() if k in MATMUL_OPS))
+                for k, v in got.items():
+                    ops[k] = ops.get(k, 0.0) + v / rounds
+            step_ms, wall_ms, mm_ms = (statistics.median(x) for x in (times, walls, mms))
+            share = statistics.median(m / w for m, w in zip(mms, walls))
+            row = {"members": len(seeds), "ms_per_member_step": step_ms, "rounds_ms": times,
+                   "profiled_ms_per_member_step": wall_ms, "profiled_rounds_ms": walls,
+                   "matmul_ms_per_member_step": mm_ms, "matmul_rounds_ms": mms, "matmul_share_of_step": share,
+                   "bound": 1 / share, "share_of_peak": model_flops(depth) / (step_ms / 1e3) / peak,
+                   "matmul_share_of_peak": model_flops(depth) / (mm_ms / 1e3) / peak,
+                   "top_ops_ms": dict(sorted(ops.items(), key=lambda kv: -kv[1])[:12])}
+            out.setdefault(str(depth), {})[pack] = row
+            print(f"depth {depth} {pack:12s}: step {step_ms:6.2f} ms/member-step "
+                  f"({100 * row['share_of_peak']:4.1f}% of peak) | products {mm_ms:6.2f} ms "
+                  f"({100 * row['matmul_share_of_step']:4.1f}% of the step, "
+                  f"{100 * row['matmul_share_of_peak']:4.1f}% of peak) | bound x{row['bound']:.2f}", flush=True)
     return out
 
 
@@ -272,8 +337,11 @@ def main() -> None:
                     help="also time training with and without posbias.train.tune_allocator, ROUNDS times each")
     ap.add_argument("--engines", type=int, default=0, metavar="ROUNDS",
                     help="time the model's engines side by side, ROUNDS turns each, instead of the packings")
-    ap.add_argument("--compile", action="store_true", help="with --engines: also v3 under torch.compile")
+    ap.add_argument("--compile", action="store_true", help="with --engines: also v2 and v3 under torch.compile")
     ap.add_argument("--sizes", type=int, nargs="*", default=[], help="with --engines: No-PE ensembles of these sizes")
+    ap.add_argument("--ceiling", type=int, default=0, metavar="ROUNDS",
+                    help="time the v2 step ROUNDS rounds and profile its matrix products once, per depth and packing: "
+                         "the most a faster step could gain while the products run on today's kernels")
     ap.add_argument("--equivalence", type=int, default=0, metavar="STEPS",
                     help="train the depth-2 ensembles STEPS steps under v2 and v3 and compare their losses")
     a = ap.parse_args()
@@ -289,13 +357,17 @@ def main() -> None:
         out["bf16_matmul_peak_gflops"] = matmul_peak(torch.bfloat16) / 1e9
     if a.equivalence:
         out["equivalence"] = equivalence(a.equivalence)
+    if a.ceiling:
+        out["ceiling"] = ceiling(a.depths, a.steps, a.ceiling, peak)
+        out["fp32_matmul_peak_gflops_after"] = matmul_peak(torch.float32) / 1e9
+        print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s before, {out['fp32_matmul_peak_gflops_after']:.1f} after")
     if a.engines:
         out["engines"] = compare_engines(a.depths, a.steps, a.engines, peak, a.compile, a.sizes)
         out["fp32_matmul_peak_gflops_after"] = matmul_peak(torch.float32) / 1e9
         print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s before, {out['fp32_matmul_peak_gflops_after']:.1f} after "
               f"({a.threads} thread(s))")
     fig2_seconds = 0.0
-    for depth in ([] if a.engines else a.depths):
+    for depth in ([] if a.engines or a.ceiling else a.depths):
         cfgs = [MemberConfig(m, p) for m, p in FIG2_ARCHITECTURES.values() for _ in range(a.seeds)]
         seeds = [s for _ in FIG2_ARCHITECTURES for s in range(a.seeds)]
         E = len(seeds)
@@ -328,7 +400,7 @@ def main() -> None:
               f"a time, x{t_mixed / t_ens:4.2f} over mixed | {flops / t_ens / 1e9:6.1f} GFLOP/s = "
               f"{100 * flops / t_ens / peak:4.1f}% of fp32 peak | data {100 * t_data / t_ens:4.1f}%"
               + (f" | bf16 x{t_ens / row['bf16_step_s']:.2f}" if a.bf16 else ""), flush=True)
-    if not a.engines:
+    if not (a.engines or a.ceiling):
         out["fig2_paper_hours_one_thread"] = fig2_seconds / 3600
         out["fig2_paper_hours_two_cores_projected"] = fig2_seconds / 3600 / 2
         report_fig2(out, peak, a, fig2_seconds)
