@@ -14,7 +14,8 @@ With ``--engines ROUNDS`` it times the model's engines (:data:`posbias.model.ENG
 alone only: its warm-up takes minutes) side by side, in turns, ROUNDS times each, per
 depth in the campaign's packing (one ensemble per PE) and alone, with the same weights and the same
 (pre-drawn) batches: milliseconds per member-step, the ratio to v2 and the share of the fp32 matmul
-peak; ``--sizes`` adds the No-PE ensemble at other sizes; ``--equivalence STEPS`` trains the depth-2
+peak; ``--sizes`` adds the No-PE ensemble at other sizes; ``--device cuda`` runs them on the GPU
+against its own fp32 peak; ``--equivalence STEPS`` trains the depth-2
 ensembles STEPS steps from the same weights and batches under v2 and v3 and reports how far apart
 their losses get, in float32 ulps. With ``--ceiling ROUNDS`` it times the v2 step per depth and
 packing and profiles its matrix products: how far the step could speed up, and what share of the peak
@@ -58,10 +59,14 @@ def model_flops(depth: int, n_tokens: int = 17, query_only: bool = True) -> floa
     return 3 * fwd
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 6, max_seconds: float = 0.5) -> float:
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 6, max_seconds: float = 0.5,
+                device: str = "cpu") -> float:
     """Best of ``reps`` timings of an ``n x n`` matmul, in FLOP/s. ``n`` is halved (down to 256) while a
     256 x 256 probe says one product would take over ``max_seconds`` (bf16 without hardware support
-    runs at a few hundred MFLOP/s, where a 2048 product takes half a minute)."""
+    runs at a few hundred MFLOP/s, where a 2048 product takes half a minute). On CUDA ``n`` is 8192 and
+    the products are synchronised (fp32 without TF32, as training runs)."""
+    if device != "cpu":
+        return _cuda_peak(dtype, reps)
     p = torch.randn(256, 256, dtype=dtype)
     p @ p
     t = time.perf_counter()
@@ -79,13 +84,33 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 6, max_seconds: f
     return 2 * n**3 / best
 
 
-def stepper(configs, seeds, depth, engine, batches, compiled=False, init=None):
+def _cuda_peak(dtype: torch.dtype, reps: int, n: int = 8192) -> float:
+    a, b = torch.randn(n, n, dtype=dtype, device="cuda"), torch.randn(n, n, dtype=dtype, device="cuda")
+    a @ b
+    torch.cuda.synchronize()
+    best = math.inf
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best
+
+
+def _sync(device: str) -> None:
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+def stepper(configs, seeds, depth, engine, batches, compiled=False, init=None, device: str = "cpu"):
     """One training step of a fresh ensemble under ``engine`` on the pre-drawn ``batches`` (cycled): a
     function ``step(i) -> losses (E,)``. ``init``: a state dict to start from (the same weights for every
     engine); ``compiled``: the network under ``torch.compile`` (inductor; compiled at its first step)."""
     net = EnsembleNet(configs, seeds, depth, engine=engine)
     if init is not None:
         net.load_state_dict(init)
+    net = net.to(device)
+    batches = [(x.to(device), y.to(device)) for x, y in batches]
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=1e-6)
     fwd, E = (torch.compile(net) if compiled else net), len(seeds)
 
@@ -99,7 +124,7 @@ def stepper(configs, seeds, depth, engine, batches, compiled=False, init=None):
     return step
 
 
-def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> dict:
+def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=(), device: str = "cpu") -> dict:
     """ms per member-step of each engine, in turns within each round (the order reversed every other
     round), per depth and packing; medians over rounds, ratios to v2, shares of ``peak``."""
     import statistics
@@ -124,9 +149,10 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> di
             steps_of = {}
             for e, c in (engines if pack.startswith(("none", "decay alone")) else [x for x in engines if not x[1]]):
                 t = time.perf_counter()
-                steps_of[name(e, c)] = st = stepper(cfgs, seeds, depth, e, batches, c, init)
+                steps_of[name(e, c)] = st = stepper(cfgs, seeds, depth, e, batches, c, init, device)
                 for i in range(3):
                     st(i)
+                _sync(device)
                 if c:
                     out.setdefault("compile_warmup_s", {})[f"{depth} {pack} {name(e, c)}"] = time.perf_counter() - t
             times: dict[str, list[float]] = {k: [] for k in steps_of}
@@ -135,6 +161,7 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=()) -> di
                     t = time.perf_counter()
                     for i in range(steps):
                         steps_of[k](i)
+                    _sync(device)
                     times[k].append(1e3 * (time.perf_counter() - t) / steps / len(seeds))
             med = {k: statistics.median(v) for k, v in times.items()}
             row = {"members": len(seeds), "data_ms_per_member_step": data_ms, "ms_per_member_step": med,
@@ -337,6 +364,8 @@ def main() -> None:
                     help="also time training with and without posbias.train.tune_allocator, ROUNDS times each")
     ap.add_argument("--engines", type=int, default=0, metavar="ROUNDS",
                     help="time the model's engines side by side, ROUNDS turns each, instead of the packings")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="with --engines: train on this device (against its own fp32 matmul peak, no TF32)")
     ap.add_argument("--compile", action="store_true", help="with --engines: also v2 and v3 under torch.compile")
     ap.add_argument("--sizes", type=int, nargs="*", default=[], help="with --engines: No-PE ensembles of these sizes")
     ap.add_argument("--ceiling", type=int, default=0, metavar="ROUNDS",
@@ -348,8 +377,13 @@ def main() -> None:
     started, t_start, code = now_iso(), time.perf_counter(), git_state()     # the commit that runs, read at start
     torch.set_num_threads(a.threads)
     tuned = tune_allocator()        # as in training (posbias.train.train_units)
-    peak = matmul_peak(torch.float32)
+    if a.device == "cuda" and not (a.engines and torch.cuda.is_available()):
+        ap.error("--device cuda needs --engines and a CUDA device torch can see")
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False      # fp32 products, as training runs them
+    peak = matmul_peak(torch.float32, device=a.device)
     out = {"cpu": platform.processor() or platform.machine(), "threads": a.threads, "steps": a.steps,
+           "device": a.device, "device_name": torch.cuda.get_device_name() if a.device == "cuda" else None,
            "fp32_matmul_peak_gflops": peak / 1e9, "allocator_tuned": tuned, "depths": {}}
     if a.allocator:
         out["allocator"] = allocator_ab(a.allocator, a.steps, a.threads)
@@ -362,8 +396,8 @@ def main() -> None:
         out["fp32_matmul_peak_gflops_after"] = matmul_peak(torch.float32) / 1e9
         print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s before, {out['fp32_matmul_peak_gflops_after']:.1f} after")
     if a.engines:
-        out["engines"] = compare_engines(a.depths, a.steps, a.engines, peak, a.compile, a.sizes)
-        out["fp32_matmul_peak_gflops_after"] = matmul_peak(torch.float32) / 1e9
+        out["engines"] = compare_engines(a.depths, a.steps, a.engines, peak, a.compile, a.sizes, a.device)
+        out["fp32_matmul_peak_gflops_after"] = matmul_peak(torch.float32, device=a.device) / 1e9
         print(f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s before, {out['fp32_matmul_peak_gflops_after']:.1f} after "
               f"({a.threads} thread(s))")
     fig2_seconds = 0.0

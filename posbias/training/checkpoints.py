@@ -73,9 +73,11 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(st: dict[str, Any]) -> None:
-    torch.set_rng_state(st["torch"])
+    """Restore :func:`rng_state`'s states. They are byte tensors on the CPU whatever device the checkpoint
+    was loaded onto (a checkpoint loaded with ``map_location=cuda`` carries them there)."""
+    torch.set_rng_state(st["torch"].cpu())
     if st.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(st["cuda"])
+        torch.cuda.set_rng_state_all([s.cpu() for s in st["cuda"]])
     np.random.set_state(st["numpy"])
     random.setstate(st["python"])
 
