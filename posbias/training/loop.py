@@ -172,8 +172,8 @@ class Ensemble:
         """Continue from the checkpoint ``st``: weights, optimizer, curves, accumulators, RNG states."""
         self.net.load_state_dict(st["net"])
         self.opt.load_state_dict(st["opt"])
-        self.start, self.curves, self.loss_acc, self.n_acc, self.wall = (
-            st["step"], st["curves"], st["loss_acc"], st["n_acc"], st["wall"])
+        self.start, self.curves, self.loss_acc, self.n_acc, self.wall = (      # the accumulator lives on the CPU
+            st["step"], st["curves"], st["loss_acc"].cpu(), st["n_acc"], st["wall"])
         if st.get("rng") is not None:
             ck.set_rng_state(st["rng"])
         if self.best is not None:
