@@ -181,8 +181,11 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     bit-identical to the uninterrupted ensemble. The split stays for later commands at the default
     max_members; parking commits the parts and removes the larger committed checkpoint once no unit
     needs it; training_time counts the time before the split once; a larger ensemble that another
-    process is training is not cut."""
+    process is training is not cut. On the CPU: on a GPU another ensemble size rounds otherwise
+    (tests/test_cuda.py)."""
     from posbias import store
+
+    monkeypatch.setenv("POSBIAS_DEVICE", "cpu")
 
     _own_data(tmp_path, monkeypatch)
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
