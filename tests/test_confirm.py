@@ -1,5 +1,6 @@
 """The confirmatory judge (posbias/claims/confirm.py): the frozen register only, fresh seeds only,
 units trained after the freeze only; and the committed freeze precedes every confirmation unit."""
+import dataclasses
 import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -187,3 +188,18 @@ def test_the_plan_prices_each_new_unit_once_at_its_depths_pace():
     assert (rows["wu-fig-6"]["units"], rows["wu-fig-6"]["new units"], rows["wu-fig-6"]["core-hours"]) == (35, 30, 8.3)
     with pytest.raises(ValueError, match="no pace at depth"):
         confirm.plan({"depths": {"2": {"ensemble_step_s": 0.15, "members": 15}}})
+
+
+def test_code_changes_name_each_file_whose_hash_moved_since_the_freeze(frozen_copy):
+    _, fz = frozen_copy
+    assert confirm.code_changes(fz) == [] and confirm.code_change_log(fz) == {}
+    moved = dataclasses.replace(fz, code={**fz.code, "posbias/stats.py": "0" * 64})
+    assert confirm.code_changes(moved) == ["posbias/stats.py"]
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the repository's git history")
+def test_code_change_log_gives_the_commits_since_the_freeze_oldest_first():
+    log = confirm.code_change_log()
+    assert "posbias/claims/__init__.py" in log
+    first = log["posbias/claims/__init__.py"][0]
+    assert first.endswith(" claims: the package no longer re-exports its tables; no import cycle")

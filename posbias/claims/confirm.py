@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +27,7 @@ from ..training.units import CONFIRM_TEST_SEED
 from . import NOT_YET, REGISTER, Entry, Judged, Register, judge, load
 
 __all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
-           "confirmation_units", "judge_confirmatory", "code_changes", "agreement", "live_is_frozen",
+           "confirmation_units", "judge_confirmatory", "code_changes", "code_change_log", "agreement", "live_is_frozen",
            "CAMPAIGNS", "plan", "design_words"]
 
 FROZEN = REGISTER.with_name("wu2025.frozen.yml")
@@ -134,6 +135,28 @@ def code_changes(fz: Frozen | None = None) -> list[str]:
     fz = fz or frozen()
     now = _code_hashes()
     return [p for p in CODE if fz.code.get(p) != now[p]]
+
+
+def code_change_log(fz: Frozen | None = None, path: Path = FROZEN) -> dict[str, list[str]]:
+    """For each file of :func:`code_changes`, the commits that changed it since the freeze (``"<sha>
+    <subject>"``, oldest first): what a reader checks to see that no rule moved. Read from git, from the
+    commit that added the frozen file ``path``; an empty list where this copy has no git history."""
+    changed = code_changes(fz)
+    out: dict[str, list[str]] = {p: [] for p in changed}
+    if not changed:
+        return out
+    git = lambda *a: subprocess.run(["git", *a], cwd=_ROOT, capture_output=True, text=True,  # noqa: E731
+                                    timeout=30)
+    try:
+        added = git("log", "--diff-filter=A", "--format=%H", "-1", "--", str(path.relative_to(_ROOT)))
+        if added.returncode or not added.stdout.strip():
+            return out
+        for p in changed:
+            got = git("log", "--reverse", "--format=%h %s", f"{added.stdout.strip()}..HEAD", "--", p)
+            out[p] = got.stdout.splitlines() if got.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    return out
 
 
 def _started(rec: Mapping[str, Any]) -> datetime | None:
