@@ -27,19 +27,27 @@ def test_the_gpu_is_the_device_chosen(monkeypatch):
     assert units_mod.device() == torch.device("cuda")
 
 
+def _resumed_after_a_crash(u, tmp_path, monkeypatch, on: str):
+    """``u`` trained on the GPU, stopped by an exception in step 7 (a checkpoint after every step), then
+    resumed on the device ``on``: the resumed run's result."""
+    monkeypatch.setenv("POSBIAS_DEVICE", "cuda")
+    _crash_at_step(monkeypatch, 7, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        _train(u, checkpoint_dir=tmp_path, checkpoint_seconds=0.0)
+    monkeypatch.undo()
+    monkeypatch.setenv("POSBIAS_DEVICE", on)
+    lines = []
+    resumed = _train(u, checkpoint_dir=tmp_path, checkpoint_seconds=0.0, log=lines.append)
+    assert any("resumed from step 7/" in s for s in lines)
+    return resumed
+
+
 def test_cuda_training_is_deterministic_and_resumes_to_the_same_bits(tmp_path, monkeypatch):
     monkeypatch.setenv("POSBIAS_DEVICE", "cuda")
     u = _unit(steps=12)
     ref, again = _train(u), _train(u)
     assert ref["curves"] == again["curves"] and ref["ic_accuracy"] == again["ic_accuracy"]
-    _crash_at_step(monkeypatch, 7, KeyboardInterrupt())
-    with pytest.raises(KeyboardInterrupt):
-        _train(u, checkpoint_dir=tmp_path, checkpoint_seconds=0.0)
-    monkeypatch.undo()
-    monkeypatch.setenv("POSBIAS_DEVICE", "cuda")
-    lines = []
-    resumed = _train(u, checkpoint_dir=tmp_path, checkpoint_seconds=0.0, log=lines.append)
-    assert any("resumed from step 7/" in s for s in lines)
+    resumed = _resumed_after_a_crash(u, tmp_path, monkeypatch, on="cuda")
     assert resumed["curves"] == ref["curves"] and resumed["ic_accuracy"] == ref["ic_accuracy"]
 
 
@@ -59,14 +67,7 @@ def test_a_checkpoint_written_on_the_gpu_resumes_on_the_cpu(tmp_path, monkeypatc
     u = _unit(steps=12)
     monkeypatch.setenv("POSBIAS_DEVICE", "cuda")
     ref = _train(u)
-    _crash_at_step(monkeypatch, 7, KeyboardInterrupt())
-    with pytest.raises(KeyboardInterrupt):
-        _train(u, checkpoint_dir=tmp_path, checkpoint_seconds=0.0)
-    monkeypatch.undo()
-    monkeypatch.setenv("POSBIAS_DEVICE", "cpu")
-    lines = []
-    resumed = _train(u, checkpoint_dir=tmp_path, checkpoint_seconds=0.0, log=lines.append)
-    assert any("resumed from step 7/" in s for s in lines)
+    resumed = _resumed_after_a_crash(u, tmp_path, monkeypatch, on="cpu")
     gap = max(abs(a - b) for a, b in zip(ref["curves"]["loss"], resumed["curves"]["loss"]))
     assert gap < LOSS_TOLERANCE
 
