@@ -135,16 +135,7 @@ def compare_engines(depths, steps, rounds, peak, compiled=False, sizes=(), devic
     name = lambda e, c: e + ("+compile" if c else "")  # noqa: E731
     out: dict = {}
     for depth in depths:
-        packs = {f"{pe} x{len(ms)}": ms for pe, ms in _fig2_groups().items()}
-        packs["decay alone"] = [(MemberConfig("decay"), 0)]
-        for size in sizes:
-            packs[f"No PE x{size}"] = [(MemberConfig(("causal", "decay")[i % 2]), i // 2) for i in range(size)]
-        for pack, members in packs.items():
-            cfgs, seeds = [c for c, _ in members], [s for _, s in members]
-            tasks = [make_task(s) for s in seeds]
-            t = time.perf_counter()
-            batches = [ensemble_batch(tasks, seeds, [None] * len(seeds), i, B) for i in range(steps)]
-            data_ms = 1e3 * (time.perf_counter() - t) / steps / len(seeds)
+        for pack, cfgs, seeds, batches, data_ms in _packs(steps, sizes):
             init = EnsembleNet(cfgs, seeds, depth).state_dict()
             steps_of = {}
             for e, c in (engines if pack.startswith(("none", "decay alone")) else [x for x in engines if not x[1]]):
@@ -195,12 +186,7 @@ def ceiling(depths, steps, rounds, peak) -> dict:
 
     out: dict = {}
     for depth in depths:
-        packs = {f"{pe} x{len(ms)}": ms for pe, ms in _fig2_groups().items()}
-        packs["decay alone"] = [(MemberConfig("decay"), 0)]
-        for pack, members in packs.items():
-            cfgs, seeds = [c for c, _ in members], [s for _, s in members]
-            tasks = [make_task(s) for s in seeds]
-            batches = [ensemble_batch(tasks, seeds, [None] * len(seeds), i, B) for i in range(steps)]
+        for pack, cfgs, seeds, batches, _ in _packs(steps):
             st = stepper(cfgs, seeds, depth, "v2", batches)
             for i in range(3):
                 st(i)
@@ -241,6 +227,22 @@ def _fig2_groups() -> dict[str, list[tuple[MemberConfig, int]]]:
     for m, p in FIG2_ARCHITECTURES.values():
         groups.setdefault(p, []).extend((MemberConfig(m, p), s) for s in range(5))
     return groups
+
+
+def _packs(steps: int, sizes=()):
+    """The packings timed per depth, each ``(name, configs, seeds, batches, data ms per member-step)``:
+    Figure 2's campaign ensembles (one per PE), the decay network alone, and No-PE ensembles of ``sizes``,
+    with ``steps`` batches drawn ahead of the timing."""
+    packs = {f"{pe} x{len(ms)}": ms for pe, ms in _fig2_groups().items()}
+    packs["decay alone"] = [(MemberConfig("decay"), 0)]
+    for size in sizes:
+        packs[f"No PE x{size}"] = [(MemberConfig(("causal", "decay")[i % 2]), i // 2) for i in range(size)]
+    for pack, members in packs.items():
+        cfgs, seeds = [c for c, _ in members], [s for _, s in members]
+        tasks = [make_task(s) for s in seeds]
+        t = time.perf_counter()
+        batches = [ensemble_batch(tasks, seeds, [None] * len(seeds), i, B) for i in range(steps)]
+        yield pack, cfgs, seeds, batches, 1e3 * (time.perf_counter() - t) / steps / len(seeds)
 
 
 def equivalence(steps: int, depth: int = 2) -> dict:
