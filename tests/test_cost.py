@@ -132,7 +132,7 @@ def test_campaign_cost_measures_started_ensembles_and_models_the_rest(monkeypatc
     started = EnsembleStatus(2, "window", "none", 15, 100_000, step=40_000, wall=6000.0, sitting_pace=0.2)
     fresh = EnsembleStatus(4, "prefix", "none", 15, 100_000)
     monkeypatch.setattr(training, "campaign_status", lambda *a, **k: CampaignStatus(35, 5, [started, fresh]))
-    monkeypatch.setattr(training, "stored_campaign", lambda *a, **k: {"x": [None]})
+    monkeypatch.setattr(training, "stored_records", lambda *a, **k: {"x": [None]})
     c = accounting.campaign_cost("wu-fig-6")
     per_step = network_step_seconds("wu-fig-6", 4)   # wu-fig-6's front matter, at depth 4
     assert c.hours_trained == pytest.approx(6000.0 / 3600)
@@ -153,7 +153,7 @@ def test_ensembles_not_started_take_the_measured_pace_of_their_depth(monkeypatch
     fresh6 = EnsembleStatus(6, "causal", "none", 5, 100_000)
     monkeypatch.setattr(training, "campaign_status",
                         lambda *a_, **k: CampaignStatus(90, 0, [a, b, fresh2, fresh6]))
-    monkeypatch.setattr(training, "stored_campaign", lambda *a_, **k: {"x": [None]})
+    monkeypatch.setattr(training, "stored_records", lambda *a_, **k: {"x": [None]})
     c = accounting.campaign_cost("wu-fig-4")
     per_net = (0.12 / 15 + 0.15 / 15) / 2              # the depth-2 ensembles' pace per network and step
     model6 = network_step_seconds("wu-fig-4", 6)     # wu-fig-4's front matter, at depth 6
@@ -177,3 +177,31 @@ def test_cost_frame_has_one_row_per_chapter_with_its_source_of_hours(monkeypatch
     assert list(df["chapter"]) == list(rows) and list(df["networks"]) == ["45 of 45", "5 of 35", "0 of 30", "0 of 90"]
     assert list(df["to go from"]) == ["-", "measured pace", "cost model", "measured pace and cost model"]
     assert list(df["hours to go"]) == [0.0, 8.0, 14.0, 42.0]
+    assert "GPU hours" not in df.columns                  # no chapter trained on a GPU
+
+
+def test_campaign_cost_keeps_a_gpus_hours_apart_from_the_cpus(monkeypatch):
+    """Hours trained are the CPU's; what a GPU trained, in a stored unit's sittings or an unfinished
+    ensemble's checkpoint, is counted in ``gpu_hours`` and shown in its own column; the hours to go
+    price on the CPU an ensemble trained so far only on a GPU."""
+    from posbias import training
+    from posbias.training.status import CampaignStatus, EnsembleStatus
+
+    mixed = EnsembleStatus(2, "window", "none", 5, 100_000, step=40_000, wall=1_000.0, gpu_steps=30_000,
+                           gpu_wall=400.0, sitting_pace=0.05)
+    gpu_only = EnsembleStatus(2, "prefix", "none", 5, 100_000, step=20_000, wall=500.0, gpu_steps=20_000,
+                              gpu_wall=500.0)
+    sit = [{"device": "cuda", "from_step": 0, "from_wall": 0.0}, {"device": "cpu", "from_step": 50, "from_wall": 90.0}]
+    rec = {"result": {"params": {"depth": 2, "steps": 100}, "ensemble_size": 5, "train_seconds_ensemble": 300.0},
+           "provenance": {"sittings": sit}}
+    monkeypatch.setattr(training, "campaign_status", lambda *a, **k: CampaignStatus(35, 5, [mixed, gpu_only]))
+    monkeypatch.setattr(training, "stored_records", lambda *a, **k: {"x": [rec, rec, None]})
+    c = accounting.campaign_cost("wu-fig-6")
+    assert c.hours_trained == pytest.approx((300.0 - 90.0 + 600.0) / 3600)       # the stored ensemble once
+    assert c.gpu_hours == pytest.approx((90.0 + 400.0 + 500.0) / 3600)
+    assert c.hours_to_go == pytest.approx((60_000 * 0.05 + 5 * 80_000 * 0.05 / 5) / 3600)
+    assert (c.ensembles, c.modelled, c.borrowed) == (2, 0, 1)
+    monkeypatch.setattr(accounting, "campaign_cost", lambda ch, profile="paper": c)
+    df = accounting.cost_frame(["wu-fig-6"])
+    assert list(df.columns) == ["chapter", "networks", "hours trained", "GPU hours", "hours to go", "to go from"]
+    assert list(df["GPU hours"]) == [pytest.approx(990.0 / 3600)]

@@ -239,7 +239,7 @@ def test_training_time_counts_each_ensemble_and_each_split_once():
     took = train.training_time(results)
     assert isinstance(took, train.TrainingTime) and train.TrainingTime is training.TrainingTime
     assert "TrainingTime" in train.__all__ and "TrainingTime" in training.__all__
-    assert [f.name for f in dataclasses.fields(took)] == ["seconds", "ensembles"]
+    assert [f.name for f in dataclasses.fields(took)] == ["seconds", "ensembles", "gpu_seconds"]
     assert took == train.TrainingTime(seconds=247.0, ensembles=5) and took.hours == 247.0 / 3600
     with pytest.raises(dataclasses.FrozenInstanceError):
         took.seconds = 0.0
@@ -346,3 +346,89 @@ def test_unit_from_params_round_trips_and_refuses_what_does_not():
     assert train.Unit.from_params({**u.params(), "test_seed": 1}).test_seed == 1     # a test draw is a field
     with pytest.raises(ValueError, match="round-trip"):
         train.Unit.from_params({**u.params(), "retired_field": 1})
+
+
+def test_segments_split_a_checkpoints_training_by_device():
+    """Each sitting runs from its own start to the next's; the training before the first recorded
+    sitting ran on the CPU; a sitting on ``cuda`` or ``cuda:1`` is a GPU's."""
+    from posbias.training.status import Segment, kind, segments
+
+    assert [kind(d) for d in ("cpu", "cuda", "cuda:1", None)] == ["cpu", "gpu", "gpu", "cpu"]
+    sit = [{"device": "cpu", "from_step": 0, "from_wall": 0.0},
+           {"device": "cuda", "from_step": 100, "from_wall": 50.0},
+           {"device": "cpu", "from_step": 400, "from_wall": 80.0}]
+    assert segments(sit, 450, 110.0) == [Segment("cpu", 100, 50.0), Segment("gpu", 300, 30.0),
+                                         Segment("cpu", 50, 30.0)]
+    older = [{"device": "cpu"}, {"device": "cuda", "from_step": 200, "from_wall": 90.0}]
+    assert segments(older, 260, 96.0) == [Segment("cpu", 200, 90.0), Segment("gpu", 60, 6.0)]
+    assert segments([], 30, 12.0) == [Segment("cpu", 30, 12.0)]
+
+
+def test_status_prices_on_the_cpu_what_a_gpu_trained():
+    """Paces count only the sittings on the kind of device they are for: an ensemble partly trained
+    on a GPU names those steps and projects at its CPU pace; one trained only on a GPU has no CPU pace
+    of its own and is priced as one not started (at its depth's CPU pace, else at the cost model)."""
+    from posbias.training import status as status_mod
+
+    row = dict(depth=6, masks="", pe="none", members=5, steps=100_000, age=5.0)
+    part = train.EnsembleStatus(**row, step=40_000, wall=1_600.0, gpu_steps=20_000, gpu_wall=600.0,
+                                sitting_pace=0.06)
+    assert (part.own_steps, part.own_wall) == (20_000, 1_000.0)
+    gpu_only = train.EnsembleStatus(**row, step=20_000, wall=520.0, gpu_steps=20_000, gpu_wall=520.0)
+    text = train.format_status(train.CampaignStatus(45, 20, [part, gpu_only]), model=lambda d: 0.02)
+    first, second = text.splitlines()[1:]
+    assert ("step 40000/100000 (40.0%), 20000 of them on a GPU, 50 ms/step over its sittings on the CPU, "
+            "60 ms/step in the latest, about 60 min to go at the latest pace") in first
+    assert ("step 20000/100000 (20.0%), 20000 of them on a GPU, about 80 min to go on the CPU at the pace per "
+            "network of the started depth-6 ensembles") in second            # 5 x 80,000 x 0.06 / 5 s
+    alone = train.format_status(train.CampaignStatus(45, 20, [gpu_only]), model=lambda d: 0.02)
+    assert ("about 2.2 h to go on the CPU at the chapter's cost model (20 ms per network-step on one core)"
+            in alone)                                                        # 5 x 80,000 x 0.02 s
+    assert [e for e in status_mod.measured(train.CampaignStatus(45, 20, [part, gpu_only]))] == [part]
+    assert status_mod.network_pace(train.CampaignStatus(45, 20, [part, gpu_only])) == {6: 0.06 / 5}
+    on_gpu = dataclasses.replace(gpu_only, on="gpu", sitting_pace=0.026)
+    assert "about 35 min to go at the latest pace" in train.format_status(train.CampaignStatus(45, 20, [on_gpu]))
+    with pytest.raises(ValueError, match="give 'cpu' or 'gpu'"):
+        train.campaign_status("wu-fig-2", "smoke", on="tpu")
+
+
+def test_training_time_says_which_seconds_ran_on_a_gpu():
+    """With each result's sittings, the GPU's share of every ensemble counts once, cut at splits as
+    the wall time is: before the split into the larger ensemble, after it into its part."""
+    def r(seconds, splits=()):
+        return {"params": {"depth": 2, "steps": 100}, "ensemble_size": 2, "train_seconds_ensemble": seconds,
+                "splits": list(splits)}
+
+    sit = [{"device": "cpu", "from_step": 0, "from_wall": 0.0}, {"device": "cuda", "from_step": 10, "from_wall": 20.0},
+           {"device": "cpu", "from_step": 60, "from_wall": 45.0}]
+    cut = {"key": "four", "members": 4, "step": 30, "wall": 30.0}
+    took = train.training_time([r(100.0), r(100.0), r(80.0, [cut])], [sit, sit, sit])
+    # the whole ensemble: GPU from 20 s to 45 s; the split part: 20-30 s before the cut, 30-45 s after
+    assert took == train.TrainingTime(seconds=180.0, ensembles=3, gpu_seconds=25.0 + 10.0 + 15.0)
+    assert train.training_time([r(100.0)], [None]).gpu_seconds == 0.0
+    assert train.training_time([r(100.0)]).gpu_seconds == 0.0
+
+
+def test_campaign_status_reads_the_device_of_each_sitting(tmp_path, monkeypatch):
+    """A checkpoint whose sittings say a GPU trained it: read on the CPU, its steps and seconds are the
+    GPU's and it has no CPU pace; read for a GPU, its pace is that sitting's."""
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    (part,) = planning.ensembles(train.units_of("wu-fig-2", "smoke", kw)["RoPE|2"], 64)
+    with monkeypatch.context() as m:
+        _sigterm_in_step(m)
+        with pytest.raises(train.Interrupted):
+            train.train_units(part, checkpoint_dir=ck.checkpoint_of(part), progress=False, log=lambda s: None)
+    path = ck.checkpoint_of(part) / "state.pt"
+    st = torch.load(path, weights_only=False)
+    st["sittings"] = [{**s, "device": "cuda"} for s in st["sittings"]]
+    ck.save(path, st)
+
+    def rope(on):
+        return next(r for r in train.campaign_status("wu-fig-2", "smoke", on=on, **kw).ensembles if r.pe == "rope")
+
+    cpu, gpu = rope("cpu"), rope("gpu")
+    assert (cpu.step, cpu.gpu_steps, cpu.own_steps, cpu.sitting_pace) == (3, 3, 0, None)
+    assert cpu.gpu_wall == pytest.approx(cpu.wall) and cpu.own_wall == pytest.approx(0.0)
+    assert gpu.own_steps == 3 and gpu.sitting_pace == pytest.approx(gpu.wall / 3)

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import checkpoints, planning
 from .campaigns import (budget_study, chapter_campaign, distinct, fig2_name, settings, stored, stored_campaign,
-                        store_finished, units_of)
+                        stored_records, store_finished, units_of)
 from .checkpoints import Interrupted, checkpoint_interval
 from .engine import Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign, run_chapter_campaign, train_part
 from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
@@ -43,8 +43,8 @@ __all__ = [
            "VersionMismatch", "budget_study", "campaign_status", "chapter_campaign", "checkpoint_interval",
            "default_threads", "device", "fig2_name", "flushed_denormals", "format_status", "park_campaign",
            "progress_text", "run_campaign", "run_chapter_campaign", "set_flush_denormal", "settings",
-           "store_finished", "stored_campaign", "train_part", "train_units", "training_time", "tune_allocator",
-           "units_of"]
+           "store_finished", "stored_campaign", "stored_records", "train_part", "train_units", "training_time",
+           "tune_allocator", "units_of"]
 
 
 def park_campaign(experiment: str, profile: str = "paper", *, max_members: int | str = "auto",

@@ -151,6 +151,12 @@ def stored_campaign(experiment: str, profile: str = "paper",
     return {label: [lookup(u) for u in us] for label, us in units_of(experiment, profile, overrides).items()}
 
 
+def stored_records(experiment: str, profile: str = "paper",
+                   **overrides: Any) -> dict[str, list[dict[str, Any] | None]]:
+    """:func:`stored_campaign` with each unit's whole record (its provenance with it) for its result."""
+    return {label: [lookup_record(u) for u in us] for label, us in units_of(experiment, profile, overrides).items()}
+
+
 def store_finished(experiment: str, profile: str = "paper", **overrides: Any) -> tuple[int, int]:
     """Pass every finished unit of a campaign through ``store.cached`` and train nothing; returns
     ``(finished, missing)``. With ``POSBIAS_WRITE_DATA=1`` this commits finished units from the user

@@ -18,9 +18,11 @@ from .planning import plan
 class EnsembleStatus:
     """One ensemble still to train, as the campaign would split it: its ``depth``, its members'
     ``masks`` (e.g. ``causal/decay``), ``pe``, ``members``, ``steps``; from its checkpoint (``None``
-    when it has none yet) the ``step`` done, ``wall`` (training seconds over every sitting),
-    ``sitting_pace`` (seconds per step in the latest sitting; ``None`` before a step or for a
-    checkpoint that predates the record) and ``age`` (seconds since it was saved); ``committed``
+    when it has none yet) the ``step`` done, ``wall`` (training seconds over every sitting), of them
+    ``gpu_steps`` and ``gpu_wall`` trained on a GPU, ``on``, the kind of device its paces are for
+    (``"cpu"`` or ``"gpu"``: the one a campaign trains on here), ``sitting_pace`` (seconds per step in
+    the latest sitting on that kind; ``None`` before such a step or for a checkpoint that predates the
+    record) and ``age`` (seconds since it was saved); ``committed``
     when the furthest checkpoint is the one in ``data/checkpoints``; ``split_from``: the member
     count of the larger ensemble whose checkpoint it will be cut from, or ``None``; ``reading``: for a
     unit trained until a stopping rule holds, how far each part of the rule is from holding at its last
@@ -38,6 +40,47 @@ class EnsembleStatus:
     committed: bool = False
     split_from: int | None = None
     reading: str | None = None
+    gpu_steps: int = 0
+    gpu_wall: float = 0.0
+    on: str = "cpu"
+
+    @property
+    def own_steps(self) -> int:
+        """Steps trained on the kind of device its paces are for (``on``)."""
+        return self.gpu_steps if self.on == "gpu" else (self.step or 0) - self.gpu_steps
+
+    @property
+    def own_wall(self) -> float:
+        """Training seconds on the kind of device its paces are for (``on``)."""
+        return self.gpu_wall if self.on == "gpu" else (self.wall or 0.0) - self.gpu_wall
+
+
+def kind(device: Any) -> str:
+    """``"gpu"`` for a sitting on a CUDA device (``"cuda"``, ``"cuda:1"``), else ``"cpu"``."""
+    return "gpu" if str(device or "cpu").startswith("cuda") else "cpu"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sitting's share of an ensemble's training: the ``kind`` of device it ran on (``"cpu"`` or
+    ``"gpu"``), its ``steps`` and its training ``seconds``."""
+
+    kind: str
+    steps: int
+    seconds: float
+
+
+def segments(sittings: list[dict[str, Any]], step: int, wall: float) -> list[Segment]:
+    """The ``sittings`` of a checkpoint or record as :class:`Segment` s, each from its ``from_step`` and
+    ``from_wall`` to the next sitting's (the last to ``step`` and ``wall``). Training before the first
+    sitting that records where it began (checkpoints older than the record) ran on the CPU: every
+    campaign trained there until a GPU sitting named its device."""
+    marks = [(int(s["from_step"]), float(s["from_wall"]), kind(s.get("device"))) for s in sittings
+             if "from_step" in s and "from_wall" in s]
+    if not marks or marks[0][0] > 0:
+        marks.insert(0, (0, 0.0, "cpu"))
+    ends = [(m[0], m[1]) for m in marks[1:]] + [(int(step), float(wall))]
+    return [Segment(k, e[0] - s0, e[1] - w0) for (s0, w0, k), e in zip(marks, ends)]
 
 
 def _reading(state: dict[str, Any], unit: Any) -> str | None:
@@ -59,9 +102,16 @@ class CampaignStatus:
 
 
 def campaign_status(experiment: str, profile: str = "paper", *, max_members: int | str = "auto",
-                    workers: int = 1, **overrides: Any) -> CampaignStatus:
+                    workers: int = 1, on: str | None = None, **overrides: Any) -> CampaignStatus:
     """Where a campaign stands. Same arguments as :func:`~.engine.run_campaign`; ``workers`` is how
-    many train at a time, which ``max_members="auto"`` sizes the ensembles not yet started for."""
+    many train at a time, which ``max_members="auto"`` sizes the ensembles not yet started for; ``on``
+    (``"cpu"`` or ``"gpu"``) the kind of device its paces are for, by default the one training here
+    would use (:func:`~.units.device`)."""
+    if on is None:
+        from .units import device
+        on = kind(device().type)
+    if on not in ("cpu", "gpu"):
+        raise ValueError(f"on={on!r}: give 'cpu' or 'gpu'")
     units = distinct(units_of(experiment, profile, overrides))
     missing = [u for u in units if not stored(u)]
     rows = []
@@ -80,10 +130,15 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
             age = max(0.0, time.time() - path.stat().st_mtime)
         except FileNotFoundError:       # the ensemble finished just now
             age = None
-        last, pace = (st.get("sittings") or [{}])[-1], None
-        if split is None and "from_wall" in last and st["step"] > last["from_step"]:
-            pace = (float(st["wall"]) - last["from_wall"]) / (st["step"] - last["from_step"])
+        sittings, pace = st.get("sittings") or [], None
+        segs = segments(sittings, int(st["step"]), float(st["wall"]))
+        gpu = [g for g in segs if g.kind == "gpu"]
+        recorded = segs[len(segs) - sum("from_step" in x and "from_wall" in x for x in sittings):]
+        latest = [g for g in recorded if g.kind == on and g.steps > 0]     # not the training before the record
+        if split is None and latest:
+            pace = latest[-1].seconds / latest[-1].steps
         rows.append(replace(row, step=int(st["step"]), wall=float(st["wall"]), sitting_pace=pace, age=age,
+                            gpu_steps=sum(g.steps for g in gpu), gpu_wall=sum(g.seconds for g in gpu), on=on,
                             committed=src.committed, split_from=split,
                             reading=_reading(st, u) if split is None and len(part) == 1 else None))
     return CampaignStatus(len(units), len(units) - len(missing), rows)
@@ -91,13 +146,15 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
 
 def measured(status: CampaignStatus) -> list[EnsembleStatus]:
     """The unfinished ensembles that have trained steps of their own (not only a larger ensemble's
-    checkpoint to be split), whose pace is therefore measured."""
-    return [e for e in status.ensembles if e.step is not None and e.split_from is None and e.step > 0]
+    checkpoint to be split) on the kind of device their paces are for, whose pace is therefore
+    measured (an ensemble trained so far only on a GPU has no CPU pace)."""
+    return [e for e in status.ensembles if e.step is not None and e.split_from is None and e.own_steps > 0]
 
 
 def pace(e: EnsembleStatus) -> float:
-    """Seconds per step of a :func:`measured` ensemble: its latest sitting's, else over all sittings."""
-    return e.sitting_pace or (e.wall or 0.0) / max(e.step or 0, 1)
+    """Seconds per step of a :func:`measured` ensemble: its latest sitting's on the kind of device its
+    paces are for, else over all its sittings on that kind."""
+    return e.sitting_pace or e.own_wall / max(e.own_steps, 1)
 
 
 def network_pace(status: CampaignStatus) -> dict[int, float]:
@@ -112,16 +169,28 @@ def network_pace(status: CampaignStatus) -> dict[int, float]:
 
 def format_status(status: CampaignStatus, model: Callable[[int], float] | None = None) -> str:
     """:func:`campaign_status` as lines of text: each ensemble's step, its pace over every sitting and
-    in the latest one, and the time to go at the latest sitting's pace (the machine as it is now).
-    Ensembles not started are priced at the pace per network of the started ensembles of their depth,
-    else at ``model`` (depth -> seconds per network-step, the chapter's cost model) where given; alike
-    ones in a row share a line (``5 x 1 unit``)."""
+    in the latest one, and the time to go at the latest sitting's pace (the machine as it is now),
+    paces counting only the sittings on the kind of device they are for (the steps trained on the other
+    kind are named). Ensembles not started, or started only on the other kind, are priced at the pace
+    per network of the started ensembles of their depth, else at ``model`` (depth -> seconds per
+    network-step, the chapter's cost model) where given; alike ones in a row share a line (``5 x 1
+    unit``)."""
     lines = [f"{status.stored} of {status.units} units stored; {status.units - status.stored} to train "
              f"in {len(status.ensembles)} ensemble(s)"]
     per_net = network_pace(status)
+    where = {"cpu": "the CPU", "gpu": "a GPU"}
 
     def units(n: int) -> str:
         return f"{n} unit" if n == 1 else f"{n} units"
+
+    def priced(depth: int) -> tuple[str, float]:
+        """How an ensemble without a pace of its own is priced, and the seconds per network-step."""
+        if depth in per_net:
+            return f"the pace per network of the started depth-{depth} ensembles", per_net[depth]
+        if model is not None:
+            step = model(depth)
+            return f"the chapter's cost model ({1e3 * step:.0f} ms per network-step on one core)", step
+        return "", 0.0
 
     rows = status.ensembles
     i = 0
@@ -133,13 +202,7 @@ def format_status(status: CampaignStatus, model: Callable[[int], float] | None =
             while i + n < len(rows) and rows[i + n] == r:
                 n += 1
             i += n
-            if r.depth in per_net:
-                how, step = f"the pace per network of the started depth-{r.depth} ensembles", per_net[r.depth]
-            elif model is not None:
-                step = model(r.depth)
-                how = f"the chapter's cost model ({1e3 * step:.0f} ms per network-step on one core)"
-            else:
-                how, step = "", 0.0
+            how, step = priced(r.depth)
             seconds = n * r.members * r.steps * step
             lines.append(head + (f"{units(r.members)}: not started (0/{r.steps} steps)" if n == 1 else
                                  f"{n} x {units(r.members)}: not started (0/{r.steps} steps each)")
@@ -152,14 +215,22 @@ def format_status(status: CampaignStatus, model: Callable[[int], float] | None =
             lines.append(head + f"{done} in the checkpoint of the larger ensemble ({r.split_from} units) it will "
                          "be split from" + ("; committed" if r.committed else ""))
             continue
-        pace, now = r.wall / max(r.step, 1), r.sitting_pace
-        lines.append(head + f"{done}, {1e3 * pace:.0f} ms/step over all sittings"
+        other = r.step - r.own_steps                # steps trained on the other kind of device
+        done += f", {other} of them on {where['gpu' if r.on == 'cpu' else 'cpu']}" if other else ""
+        tail = (("; from the committed checkpoint" if r.committed else
+                 "" if r.age is None else f"; checkpoint saved {r.age:.0f} s ago")
+                + ("" if r.reading is None else f"\n    stopping rule: {r.reading}"))
+        if r.own_steps <= 0:                        # no pace of its own here: priced as one not started
+            how, step = priced(r.depth)
+            lines.append(head + done + (f", about {human_seconds(r.members * (r.steps - r.step) * step)} to go "
+                                        f"on {where[r.on]} at {how}" if how else "") + tail)
+            continue
+        pace, now = r.own_wall / r.own_steps, r.sitting_pace
+        lines.append(head + f"{done}, {1e3 * pace:.0f} ms/step over "
+                     + ("all sittings" if not other else f"its sittings on {where[r.on]}")
                      + ("" if now is None else f", {1e3 * now:.0f} ms/step in the latest")
                      + f", about {human_seconds((r.steps - r.step) * (now or pace))} to go at "
-                     + ("that pace" if now is None else "the latest pace")
-                     + ("; from the committed checkpoint" if r.committed else
-                        "" if r.age is None else f"; checkpoint saved {r.age:.0f} s ago")
-                     + ("" if r.reading is None else f"\n    stopping rule: {r.reading}"))
+                     + ("that pace" if now is None else "the latest pace") + tail)
     return "\n".join(lines)
 
 
@@ -167,10 +238,12 @@ def format_status(status: CampaignStatus, model: Callable[[int], float] | None =
 class TrainingTime:
     """How long units took to train (:func:`training_time`): ``seconds``, the wall time of their
     ensembles, each counted once; ``ensembles``, how many ensembles that time covers (an ensemble
-    trained up to a split and then cut into parts counts once, and so does each part)."""
+    trained up to a split and then cut into parts counts once, and so does each part);
+    ``gpu_seconds``, the part of ``seconds`` trained on a GPU."""
 
     seconds: float
     ensembles: int
+    gpu_seconds: float = 0.0
 
     @property
     def hours(self) -> float:
@@ -178,20 +251,36 @@ class TrainingTime:
         return self.seconds / 3600
 
 
-def training_time(results: list[dict[str, Any]]) -> TrainingTime:
+def _gpu_between(segs: list[Segment], lo: float, hi: float) -> float:
+    """The seconds of ``segs`` (one after another in wall time from 0) trained on a GPU between the
+    wall times ``lo`` and ``hi``."""
+    out, t = 0.0, 0.0
+    for g in segs:
+        if g.kind == "gpu":
+            out += max(0.0, min(hi, t + g.seconds) - max(lo, t))
+        t += g.seconds
+    return out
+
+
+def training_time(results: list[dict[str, Any]],
+                  sittings: list[list[dict[str, Any]] | None] | None = None) -> TrainingTime:
     """How long the units' ``results`` took to train, as a :class:`TrainingTime`. Each ensemble's
     wall time counts once (its members share ``train_seconds_ensemble``); an ensemble split from a
     larger one (``splits``) carries the larger one's time up to the split, which counts once however
-    many parts were split from it."""
-    leaves: dict[tuple, float] = {}
-    nodes: dict[str, float] = {}
-    for r in results:
-        splits = r.get("splits", [])
-        leaves[(r["params"]["depth"], r["ensemble_size"], r["train_seconds_ensemble"])] = \
-            r["train_seconds_ensemble"] - (splits[-1]["wall"] if splits else 0.0)
+    many parts were split from it. ``sittings``, one list per result (its record's provenance, ``None``
+    where it has none), say which of that time ran on a GPU; without them all of it ran on a CPU."""
+    leaves: dict[tuple, tuple[float, float]] = {}
+    nodes: dict[str, tuple[float, float]] = {}
+    for r, sit in zip(results, sittings or [None] * len(results)):
+        splits, wall = r.get("splits", []), r["train_seconds_ensemble"]
+        segs = segments(sit, r["params"].get("steps", 0), wall) if sit else []
+        lo = splits[-1]["wall"] if splits else 0.0
+        leaves[(r["params"]["depth"], r["ensemble_size"], wall)] = (wall - lo, _gpu_between(segs, lo, wall))
         for i, sp in enumerate(splits):
-            nodes[sp["key"]] = sp["wall"] - (splits[i - 1]["wall"] if i else 0.0)
-    return TrainingTime(float(sum(leaves.values()) + sum(nodes.values())), len(leaves) + len(nodes))
+            start = splits[i - 1]["wall"] if i else 0.0
+            nodes[sp["key"]] = (sp["wall"] - start, _gpu_between(segs, start, sp["wall"]))
+    both = list(leaves.values()) + list(nodes.values())
+    return TrainingTime(float(sum(t for t, _ in both)), len(both), float(sum(g for _, g in both)))
 
 
 def progress_text(status: CampaignStatus, name: Callable[[str, str], str] | None = None) -> str:
