@@ -272,18 +272,38 @@ def _threads(n: int | None) -> Iterator[None]:
             os.environ["POSBIAS_THREADS"] = env
 
 
+def _elsewhere(prov: dict[str, Any]) -> str | None:
+    """Why a record's bits need not be this CPU's, or None where all of it was computed on this CPU:
+    every sitting counts (a unit may begin on a GPU or another host and finish here), and a record
+    without sittings is one sitting, its provenance's."""
+    here, sittings = cpu_info(), prov.get("sittings") or [prov]
+
+    def of(k: int) -> str:
+        return "" if k == len(sittings) else f" in {k} of its {len(sittings)} sittings"
+
+    def device(s: dict[str, Any]) -> str:
+        return str(s.get("device") or prov.get("device") or "cpu")
+
+    gpu = [s for s in sittings if not device(s).startswith("cpu")]
+    if gpu:
+        name = gpu[0].get("device_name") or prov.get("device_name") or "a GPU"
+        return f"computed on {device(gpu[0])} ({name}){of(len(gpu))}, recomputed on this CPU"
+    cpus = [s.get("cpu", prov.get("cpu")) for s in sittings]
+    if any(c is None for c in cpus):
+        return "computed on a CPU its provenance does not name"
+    other = [c for c in cpus if c != here]
+    if other:
+        return f"computed on another CPU ({_cpu_name(other[0])}; this one: {_cpu_name(here)}){of(len(other))}"
+    return None
+
+
 def _recompute(row: Row, rec: dict[str, Any], spec: Recompute) -> None:
-    recorded, device = rec.get("provenance", {}).get("cpu"), str(rec.get("provenance", {}).get("device") or "cpu")
-    if recorded != cpu_info() or not device.startswith("cpu"):
+    why = _elsewhere(rec.get("provenance", {}))
+    if why is not None:
         spec = spec.across_cpus()       # a GPU's kernels round differently too: the same, stated tolerance
         row.tolerance = _tolerance(spec)
-        here = cpu_info()
-        row.notes.append(
-            (f"computed on {device} ({rec['provenance'].get('device_name', 'a GPU')}), recomputed on this CPU"
-             if not device.startswith("cpu") else
-             "computed on a CPU its provenance does not name" if recorded is None else
-             f"computed on another CPU ({_cpu_name(recorded)}; this one: {_cpu_name(here)})")
-            + f": compared within {row.tolerance}" + (f" ({spec.tolerance_note})" if spec.tolerance_note else ""))
+        row.notes.append(why + f": compared within {row.tolerance}"
+                         + (f" ({spec.tolerance_note})" if spec.tolerance_note else ""))
     t0 = time.perf_counter()
     try:
         with _threads(rec.get("provenance", {}).get("torch_threads")):
