@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 
 from . import parking, store
 from .recompute import RECOMPUTE, Recompute, recomputable
-from .provenance import cpu_info, host_kind
+from .provenance import cpu_info, host_kind, is_gpu, sitting_device
 
 __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record", "host_kinds"]
 
@@ -281,13 +281,10 @@ def _elsewhere(prov: dict[str, Any]) -> str | None:
     def of(k: int) -> str:
         return "" if k == len(sittings) else f" in {k} of its {len(sittings)} sittings"
 
-    def device(s: dict[str, Any]) -> str:
-        return str(s.get("device") or prov.get("device") or "cpu")
-
-    gpu = [s for s in sittings if not device(s).startswith("cpu")]
+    gpu = [s for s in sittings if is_gpu(sitting_device(s, prov))]
     if gpu:
         name = gpu[0].get("device_name") or prov.get("device_name") or "a GPU"
-        return f"computed on {device(gpu[0])} ({name}){of(len(gpu))}, recomputed on this CPU"
+        return f"computed on {sitting_device(gpu[0], prov)} ({name}){of(len(gpu))}, recomputed on this CPU"
     cpus = [s.get("cpu", prov.get("cpu")) for s in sittings]
     if any(c is None for c in cpus):
         return "computed on a CPU its provenance does not name"

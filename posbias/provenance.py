@@ -136,6 +136,17 @@ def kernel_kind(cpu: dict[str, Any] | None) -> str | None:
     return f"{cpu.get('vendor') or cpu.get('model_name')} {cpu['torch_capability']}"
 
 
+def is_gpu(device: str | None) -> bool:
+    """Whether a sitting's ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``; None reads as the CPU) is an
+    accelerator, whose kernels round otherwise than any CPU's."""
+    return str(device or "cpu").split(":")[0] != "cpu"
+
+
+def sitting_device(sitting: dict[str, Any], prov: dict[str, Any]) -> str:
+    """The device one of ``prov``'s sittings ran on: its own, else the record's, else the CPU."""
+    return str(sitting.get("device") or prov.get("device") or "cpu")
+
+
 def host_kind(prov: dict[str, Any]) -> str:
     """The kind of host (:func:`kernel_kind`) a stored result's provenance ``prov`` says it was computed
     on, over all its sittings: that kind; ``"mixed"`` where its sittings ran on hosts of two kinds (no
@@ -144,8 +155,7 @@ def host_kind(prov: dict[str, Any]) -> str:
     sittings = prov.get("sittings") or [prov]
     kinds = set()
     for s in sittings:
-        dev = str(s.get("device") or prov.get("device") or "cpu")
-        kinds.add("GPU" if dev.startswith("cuda") else kernel_kind(s.get("cpu")))
+        kinds.add("GPU" if is_gpu(sitting_device(s, prov)) else kernel_kind(s.get("cpu")))
     if None in kinds:
         return "not recorded"
     return kinds.pop() if len(kinds) == 1 else "mixed"

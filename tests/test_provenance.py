@@ -85,3 +85,17 @@ def test_host_kind_reads_every_sitting():
     assert provenance.host_kind({"sittings": [{"cpu": amd, "device": "cuda"}]}) == "GPU"
     assert provenance.host_kind({"cpu": amd2}) == "AuthenticAMD AVX2"
     assert provenance.host_kind({}) == "not recorded"
+
+
+def test_is_gpu_and_sitting_device_are_the_one_reading_of_a_device():
+    """Every CUDA index is a GPU, the CPU and a missing device are not; a sitting without a device takes
+    the record's, and a record without one ran on the CPU. Status, host kind and check-data all read it."""
+    from posbias.training.status import kind
+
+    assert [provenance.is_gpu(d) for d in ("cuda", "cuda:1", "cpu", None, "")] == [True, True, False, False, False]
+    assert provenance.sitting_device({}, {"device": "cuda:0"}) == "cuda:0"
+    assert provenance.sitting_device({"device": "cpu"}, {"device": "cuda:0"}) == "cpu"
+    assert provenance.sitting_device({}, {}) == "cpu"
+    assert (kind("cuda:1"), kind(None)) == ("gpu", "cpu")
+    assert provenance.host_kind({"device": "cuda", "sittings": [{"cpu": {"vendor": "A", "torch_capability": "X"}}]}) \
+        == "GPU"                                                  # the record's device, where the sitting has none

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from .. import convergence as cv
 from .. import parking
+from ..provenance import is_gpu
 from ..cost import human_seconds
 from . import checkpoints as ck
 from .campaigns import distinct, stored, units_of
@@ -57,7 +58,7 @@ class EnsembleStatus:
 
 def kind(device: Any) -> str:
     """``"gpu"`` for a sitting on a CUDA device (``"cuda"``, ``"cuda:1"``), else ``"cpu"``."""
-    return "gpu" if str(device or "cpu").startswith("cuda") else "cpu"
+    return "gpu" if is_gpu(str(device) if device else None) else "cpu"
 
 
 @dataclass(frozen=True)
