@@ -57,7 +57,7 @@ class EnsembleStatus:
 
 
 def kind(device: Any) -> str:
-    """``"gpu"`` for a sitting on a CUDA device (``"cuda"``, ``"cuda:1"``), else ``"cpu"``."""
+    """``"gpu"`` for a sitting on an accelerator (:func:`posbias.provenance.is_gpu`), else ``"cpu"``."""
     return "gpu" if is_gpu(str(device) if device else None) else "cpu"
 
 
