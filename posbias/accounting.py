@@ -45,7 +45,7 @@ def campaign_cost(chapter_id: str, profile: str = "paper") -> CampaignCost:
     records = [r for rs in training.stored_records(experiment, prof, **settings).values() for r in rs
                if r is not None]
     took = training.training_time([r["result"] for r in records],
-                                  [r.get("provenance", {}).get("sittings") for r in records])
+                                  [r.get("provenance") for r in records])
     trained, gpu = took.seconds - took.gpu_seconds, took.gpu_seconds
     done, per_net, model = st.measured(status), st.network_pace(status), network_step(chapter, params)
     to_go, modelled, borrowed = 0.0, 0, 0

@@ -362,6 +362,10 @@ def test_segments_split_a_checkpoints_training_by_device():
     older = [{"device": "cpu"}, {"device": "cuda", "from_step": 200, "from_wall": 90.0}]
     assert segments(older, 260, 96.0) == [Segment("cpu", 200, 90.0), Segment("gpu", 60, 6.0)]
     assert segments([], 30, 12.0) == [Segment("cpu", 30, 12.0)]
+    # a sitting that names no device ran on the checkpoint's own
+    bare = [{"from_step": 0, "from_wall": 0.0}, {"device": "cpu", "from_step": 10, "from_wall": 5.0}]
+    assert segments(bare, 20, 9.0, "cuda") == [Segment("gpu", 10, 5.0), Segment("cpu", 10, 4.0)]
+    assert segments(bare, 20, 9.0) == [Segment("cpu", 10, 5.0), Segment("cpu", 10, 4.0)]
 
 
 def test_status_prices_on_the_cpu_what_a_gpu_trained():
@@ -402,11 +406,16 @@ def test_training_time_says_which_seconds_ran_on_a_gpu():
     sit = [{"device": "cpu", "from_step": 0, "from_wall": 0.0}, {"device": "cuda", "from_step": 10, "from_wall": 20.0},
            {"device": "cpu", "from_step": 60, "from_wall": 45.0}]
     cut = {"key": "four", "members": 4, "step": 30, "wall": 30.0}
-    took = train.training_time([r(100.0), r(100.0), r(80.0, [cut])], [sit, sit, sit])
+    prov = {"device": "cpu", "sittings": sit}
+    took = train.training_time([r(100.0), r(100.0), r(80.0, [cut])], [prov, prov, prov])
     # the whole ensemble: GPU from 20 s to 45 s; the split part: 20-30 s before the cut, 30-45 s after
     assert took == train.TrainingTime(seconds=180.0, ensembles=3, gpu_seconds=25.0 + 10.0 + 15.0)
     assert train.training_time([r(100.0)], [None]).gpu_seconds == 0.0
     assert train.training_time([r(100.0)]).gpu_seconds == 0.0
+    # a sitting that names no device ran on the record's: a GPU record's unnamed sitting is the GPU's
+    bare = [{"from_step": 0, "from_wall": 0.0}]
+    assert train.training_time([r(100.0)], [{"device": "cuda:0", "sittings": bare}]).gpu_seconds == 100.0
+    assert train.training_time([r(100.0)], [{"device": "cpu", "sittings": bare}]).gpu_seconds == 0.0
 
 
 def test_campaign_status_reads_the_device_of_each_sitting(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .. import convergence as cv
 from .. import parking
-from ..provenance import is_gpu
+from ..provenance import is_gpu, sitting_device
 from ..cost import human_seconds
 from . import checkpoints as ck
 from .campaigns import distinct, stored, units_of
@@ -71,12 +71,14 @@ class Segment:
     seconds: float
 
 
-def segments(sittings: list[dict[str, Any]], step: int, wall: float) -> list[Segment]:
+def segments(sittings: list[dict[str, Any]], step: int, wall: float, device: str | None = None) -> list[Segment]:
     """The ``sittings`` of a checkpoint or record as :class:`Segment` s, each from its ``from_step`` and
-    ``from_wall`` to the next sitting's (the last to ``step`` and ``wall``). Training before the first
-    sitting that records where it began (checkpoints older than the record) ran on the CPU: every
-    campaign trained there until a GPU sitting named its device."""
-    marks = [(int(s["from_step"]), float(s["from_wall"]), kind(s.get("device"))) for s in sittings
+    ``from_wall`` to the next sitting's (the last to ``step`` and ``wall``); a sitting that names no
+    device ran on the checkpoint's or record's own ``device`` (:func:`~posbias.provenance.sitting_device`).
+    Training before the first sitting that records where it began (checkpoints older than the record)
+    ran on the CPU: every campaign trained there until a GPU sitting named its device."""
+    own = {"device": device}
+    marks = [(int(s["from_step"]), float(s["from_wall"]), kind(sitting_device(s, own))) for s in sittings
              if "from_step" in s and "from_wall" in s]
     if not marks or marks[0][0] > 0:
         marks.insert(0, (0, 0.0, "cpu"))
@@ -132,7 +134,7 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
         except FileNotFoundError:       # the ensemble finished just now
             age = None
         sittings, pace = st.get("sittings") or [], None
-        segs = segments(sittings, int(st["step"]), float(st["wall"]))
+        segs = segments(sittings, int(st["step"]), float(st["wall"]), st.get("device"))
         gpu = [g for g in segs if g.kind == "gpu"]
         recorded = segs[len(segs) - sum("from_step" in x and "from_wall" in x for x in sittings):]
         latest = [g for g in recorded if g.kind == on and g.steps > 0]     # not the training before the record
@@ -264,17 +266,18 @@ def _gpu_between(segs: list[Segment], lo: float, hi: float) -> float:
 
 
 def training_time(results: list[dict[str, Any]],
-                  sittings: list[list[dict[str, Any]] | None] | None = None) -> TrainingTime:
+                  provenances: list[dict[str, Any] | None] | None = None) -> TrainingTime:
     """How long the units' ``results`` took to train, as a :class:`TrainingTime`. Each ensemble's
     wall time counts once (its members share ``train_seconds_ensemble``); an ensemble split from a
     larger one (``splits``) carries the larger one's time up to the split, which counts once however
-    many parts were split from it. ``sittings``, one list per result (its record's provenance, ``None``
-    where it has none), say which of that time ran on a GPU; without them all of it ran on a CPU."""
+    many parts were split from it. ``provenances``, one per result (its record's, ``None`` where it has
+    none), say by their sittings and device which of that time ran on a GPU; without them all of it
+    ran on a CPU."""
     leaves: dict[tuple, tuple[float, float]] = {}
     nodes: dict[str, tuple[float, float]] = {}
-    for r, sit in zip(results, sittings or [None] * len(results)):
-        splits, wall = r.get("splits", []), r["train_seconds_ensemble"]
-        segs = segments(sit, r["params"].get("steps", 0), wall) if sit else []
+    for r, prov in zip(results, provenances or [None] * len(results)):
+        splits, wall, sit = r.get("splits", []), r["train_seconds_ensemble"], (prov or {}).get("sittings")
+        segs = segments(sit, r["params"].get("steps", 0), wall, prov.get("device")) if sit else []
         lo = splits[-1]["wall"] if splits else 0.0
         leaves[(r["params"]["depth"], r["ensemble_size"], wall)] = (wall - lo, _gpu_between(segs, lo, wall))
         for i, sp in enumerate(splits):
