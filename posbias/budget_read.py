@@ -18,7 +18,7 @@ from . import claims, stats
 from . import convergence as cv
 from .overtraining import MEASURED_ALONG
 
-__all__ = ["PAPER_STEP", "done", "networks_table", "readings_table", "branches_of", "branch_table",
+__all__ = ["PAPER_STEP", "done", "networks_table", "readings_table", "branches_of", "split_words", "branch_table",
            "shape_words", "branch_sentences", "moving_table", "best_table", "claims_table", "training_hours"]
 
 #: The paper's snapshot; read from the same long runs as the end (the mean over 50,000 to 100,000).
@@ -94,13 +94,23 @@ def branches_of(runs: Sequence[tuple[int, Mapping[str, Any]]]) -> list[list[tupl
     return [[(s, by[s]) for s in b] for b in bd.branches({s: bd.reading(r)["accuracy"] for s, r in runs})]
 
 
+def split_words(study: Study, label: str) -> str:
+    """How ``label``'s stored networks split: ``"one branch"`` or ``"2 branches, 2 : 8"``, with ``"so
+    far"`` while some of the design's networks are not stored (a branch count on part of a configuration
+    is a lower bound: a network still to train may start a branch of its own)."""
+    bs = branches_of(done(study)[label])
+    words = "one branch" if len(bs) == 1 else f"{len(bs)} branches, {' : '.join(str(len(b)) for b in bs)}"
+    return words + ("" if sum(map(len, bs)) == len(study[label]) else " so far")
+
+
 def _exits_after(r: Mapping[str, Any], after: int = PAPER_STEP) -> list[int]:
     c = r["curves"]
     return [int(x["exit"]) for x in bd.plateau_exits(c["step"], bd.mean_accuracy(c)) if x["exit"] > after]
 
 
 def branch_table(study: Study):
-    """One row per branch of each configuration with networks stored: its networks (seeds), their
+    """One row per branch of each configuration with networks stored (``"1 of 2 so far"`` while some of
+    its networks are not stored): its networks (seeds), their
     readings of mean IC accuracy (range) and of the three gaps (mean), and where its networks left a
     plateau after 100,000 iterations. A ``pandas.DataFrame``."""
     import pandas as pd  # lazy: pandas costs ~0.5s at import
@@ -117,7 +127,8 @@ def branch_table(study: Study):
             rd = [bd.reading(r) for _, r in b]
             acc = [x["accuracy"] for x in rd]
             exits = sorted((s, x) for s, r in b for x in _exits_after(r))
-            rows.append({"configuration": label, "branch": f"{i} of {len(bs)}", "networks": len(b),
+            so_far = "" if len(runs) == len(study[label]) else " so far"
+            rows.append({"configuration": label, "branch": f"{i} of {len(bs)}{so_far}", "networks": len(b),
                          "seeds": ", ".join(str(s) for s in sorted(s for s, _ in b)),
                          "accuracy at the end": (f"{min(acc):.3f}" if len(acc) == 1
                                                  else f"{min(acc):.3f} to {max(acc):.3f}"),
@@ -145,8 +156,9 @@ def shape_words(gaps: Mapping[str, float], unit: float = bd.JUMP) -> str:
 
 
 def branch_sentences(study: Study) -> str:
-    """One plain sentence per configuration with networks stored: how its networks split and where
-    each branch ends (accuracy, gaps, their shape in words); ``"no network yet"`` when none is."""
+    """One plain sentence per configuration with networks stored: how its networks split
+    (:func:`split_words`, "so far" while some are not stored) and where each branch ends (accuracy,
+    gaps, their shape in words); ``"no network yet"`` when none is."""
     out = []
     for label, runs in done(study).items():
         if not runs:
@@ -157,13 +169,11 @@ def branch_sentences(study: Study) -> str:
             rd = [bd.reading(r) for _, r in b]
             g = {k: float(np.mean([x["gaps"][k] for x in rd])) for k in cv.GAP_NAMES}
             acc = [x["accuracy"] for x in rd]
-            parts.append(f"{len(b)} end at mean IC accuracy {min(acc):.3f}"
+            parts.append(f"{len(b)} end{'s' * (len(b) == 1)} at mean IC accuracy {min(acc):.3f}"
                          + (f" to {max(acc):.3f}" if len(b) > 1 else "")
                          + f" (first-middle {g['first-middle']:+.3f}, first-last {g['first-last']:+.3f}, "
                          f"middle-last {g['middle-last']:+.3f}: {shape_words(g)})")
-        split = " : ".join(str(len(b)) for b in bs)
-        head = (f"{label}, {len(runs)} of {len(study[label])} networks stored: " +
-                ("one branch; " if len(bs) == 1 else f"{len(bs)} branches, {split}; "))
+        head = f"{label}, {len(runs)} of {len(study[label])} networks stored: {split_words(study, label)}; "
         out.append(head + "; ".join(parts))
     return ". ".join(out) + "." if out else "no network yet."
 

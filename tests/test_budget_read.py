@@ -30,14 +30,19 @@ def _study():
 
 def test_the_split_and_the_u_in_words():
     words = br.branch_sentences(_study())
-    assert words.startswith("decay|2, 5 of 10 networks stored: 2 branches, 2 : 3;")
+    assert words.startswith("decay|2, 5 of 10 networks stored: 2 branches, 2 : 3 so far;")
     assert "U-shaped" in words and "a preference for the last item" in words and "RoPE|6" not in words
+    full = {"decay|2": [row for row in _study()["decay|2"] if row[2] is not None]}
+    assert br.split_words(full, "decay|2") == "2 branches, 2 : 3"
+    one = {"RoPE|6": [(0, "design", _run(0.52, 0.0, 0.0, 0.0))] + _study()["RoPE|6"][1:]}
+    assert br.branch_sentences(one).startswith("RoPE|6, 1 of 5 networks stored: one branch so far; 1 ends at")
+    assert br.split_words({"RoPE|6": one["RoPE|6"][:1]}, "RoPE|6") == "one branch"
     assert br.branch_sentences({"RoPE|6": _study()["RoPE|6"]}) == "no network yet."
 
 
 def test_branch_table_finds_the_exits_and_says_not_yet():
     tab = br.branch_table(_study())
-    upper = tab[(tab["configuration"] == "decay|2") & (tab["branch"] == "2 of 2")].iloc[0]
+    upper = tab[(tab["configuration"] == "decay|2") & (tab["branch"] == "2 of 2 so far")].iloc[0]
     assert upper["seeds"] == "2, 3, 4" and upper["networks"] == 3
     assert upper["left a plateau after 100k"] == "seed 2 at 175,000; seed 3 at 190,000; seed 4 at 225,000"
     assert tab[tab["configuration"] == "RoPE|6"].iloc[0]["branch"] == "not yet"
