@@ -110,9 +110,9 @@ def _exits_after(r: Mapping[str, Any], after: int = PAPER_STEP) -> list[int]:
 
 def branch_table(study: Study):
     """One row per branch of each configuration with networks stored (``"1 of 2 so far"`` while some of
-    its networks are not stored): its networks (seeds), their
-    readings of mean IC accuracy (range) and of the three gaps (mean), and where its networks left a
-    plateau after 100,000 iterations. A ``pandas.DataFrame``."""
+    its networks are not stored): its networks (seeds), their readings of mean IC accuracy (range) and
+    of the three gaps (mean), and where its networks left a plateau after 100,000 iterations. A
+    ``pandas.DataFrame``."""
     import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
