@@ -18,8 +18,9 @@ from . import claims, stats
 from . import convergence as cv
 from .overtraining import MEASURED_ALONG
 
-__all__ = ["PAPER_STEP", "done", "networks_table", "readings_table", "branches_of", "split_words", "branch_table",
-           "shape_words", "branch_sentences", "moving_table", "best_table", "claims_table", "training_hours"]
+__all__ = ["PAPER_STEP", "done", "complete", "networks_table", "readings_table", "branches_of", "split_words",
+           "branch_table", "shape_words", "branch_sentences", "moving_table", "best_table", "claims_table",
+           "training_hours"]
 
 #: The paper's snapshot; read from the same long runs as the end (the mean over 50,000 to 100,000).
 PAPER_STEP = 100_000
@@ -30,6 +31,11 @@ QUANTITIES = ("accuracy", *cv.GAP_NAMES)
 def done(study: Study) -> dict[str, list[tuple[int, dict[str, Any]]]]:
     """label -> ``(seed, record)`` of the networks stored so far (trained under the design or admitted)."""
     return {label: [(s, r) for s, _, r in rows if r is not None] for label, rows in study.items()}
+
+
+def complete(study: Study, label: str) -> bool:
+    """Whether every network of ``label`` in the design is stored (trained under the design or admitted)."""
+    return all(r is not None for _, _, r in study[label])
 
 
 def _value(r: Mapping[str, Any], q: str) -> float:
@@ -100,7 +106,7 @@ def split_words(study: Study, label: str) -> str:
     is a lower bound: a network still to train may start a branch of its own)."""
     bs = branches_of(done(study)[label])
     words = "one branch" if len(bs) == 1 else f"{len(bs)} branches, {' : '.join(str(len(b)) for b in bs)}"
-    return words + ("" if sum(map(len, bs)) == len(study[label]) else " so far")
+    return words + ("" if complete(study, label) else " so far")
 
 
 def _exits_after(r: Mapping[str, Any], after: int = PAPER_STEP) -> list[int]:
@@ -127,7 +133,7 @@ def branch_table(study: Study):
             rd = [bd.reading(r) for _, r in b]
             acc = [x["accuracy"] for x in rd]
             exits = sorted((s, x) for s, r in b for x in _exits_after(r))
-            so_far = "" if len(runs) == len(study[label]) else " so far"
+            so_far = "" if complete(study, label) else " so far"
             rows.append({"configuration": label, "branch": f"{i} of {len(bs)}{so_far}", "networks": len(b),
                          "seeds": ", ".join(str(s) for s in sorted(s for s, _ in b)),
                          "accuracy at the end": (f"{min(acc):.3f}" if len(acc) == 1
@@ -254,8 +260,7 @@ def claims_table(study: Study):
 
     entries = _entries(list(study))
     at100, at_end = _judge_paired(entries, study, PAPER_STEP), _judge_paired(entries, study)
-    complete = {label for label, rows in study.items() if all(r is not None for _, _, r in rows)}
-    split = {label: branches_of(done(study)[label]) for label in complete}
+    split = {label: branches_of(done(study)[label]) for label in study if complete(study, label)}
     split = {label: bs for label, bs in split.items() if len(bs) > 1}
     per_branch: list[tuple[int, str, Any]] = []
     for i, e in enumerate(entries):

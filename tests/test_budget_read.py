@@ -40,6 +40,12 @@ def test_the_split_and_the_u_in_words():
     assert br.branch_sentences({"RoPE|6": _study()["RoPE|6"]}) == "no network yet."
 
 
+def test_a_configuration_is_complete_when_every_network_of_the_design_is_stored():
+    study = _study()
+    assert not br.complete(study, "decay|2") and not br.complete(study, "RoPE|6")
+    assert br.complete({"decay|2": [row for row in study["decay|2"] if row[2] is not None]}, "decay|2")
+
+
 def test_branch_table_finds_the_exits_and_says_not_yet():
     tab = br.branch_table(_study())
     upper = tab[(tab["configuration"] == "decay|2") & (tab["branch"] == "2 of 2 so far")].iloc[0]
