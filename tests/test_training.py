@@ -164,10 +164,23 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
     assert status() == train.CampaignStatus(units=6, stored=6, ensembles=[])
 
 
+def test_a_sitting_pace_reads_back_until_it_holds_enough_steps():
+    from posbias.training.status import PACE_STEPS, Segment, recent
+    long, slow_start = Segment("cpu", 40_000, 1_000.0), Segment("cpu", 200, 100.0)
+    assert recent([long, slow_start]) == Segment("cpu", 40_200, 1_100.0)      # not 0.5 s/step alone
+    assert recent([slow_start, long]) == long                                 # the latest holds enough
+    assert recent([Segment("cpu", PACE_STEPS, 50.0), Segment("cpu", 1, 1.0)]).steps == PACE_STEPS + 1
+    assert recent([Segment("cpu", 3, 3.0)]) == Segment("cpu", 3, 3.0) and recent([]) is None
+    assert recent([long, slow_start], min_steps=1) == slow_start
+
+
 def test_format_status_projects_at_the_latest_sittings_pace():
     row = dict(depth=6, masks="", pe="none", members=10, steps=100_000, step=20_000, wall=4_000.0, age=5.0)
     text = train.format_status(train.CampaignStatus(45, 20, [train.EnsembleStatus(**row, sitting_pace=0.36)]))
     assert "200 ms/step over all sittings, 360 ms/step in the latest, about 8.0 h to go at the latest pace" in text
+    paced = train.format_status(train.CampaignStatus(45, 20, [train.EnsembleStatus(**row, sitting_pace=0.36,
+                                                                                paced_steps=6_200)]))
+    assert "360 ms/step in the latest 6,200 steps, about 8.0 h to go at the latest pace" in paced
     older = train.format_status(train.CampaignStatus(45, 20, [train.EnsembleStatus(**row)]))
     assert "200 ms/step over all sittings, about 4.4 h to go at that pace" in older
     named = train.format_status(train.CampaignStatus(
@@ -441,3 +454,24 @@ def test_campaign_status_reads_the_device_of_each_sitting(tmp_path, monkeypatch)
     assert (cpu.step, cpu.gpu_steps, cpu.own_steps, cpu.sitting_pace) == (3, 3, 0, None)
     assert cpu.gpu_wall == pytest.approx(cpu.wall) and cpu.own_wall == pytest.approx(0.0)
     assert gpu.own_steps == 3 and gpu.sitting_pace == pytest.approx(gpu.wall / 3)
+
+
+def test_campaign_status_reads_a_short_latest_sitting_with_the_ones_before(tmp_path, monkeypatch):
+    """A sitting of one step after one of two: the pace is over both (fewer than PACE_STEPS in all)."""
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    kw = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
+    (part,) = planning.ensembles(train.units_of("wu-fig-2", "smoke", kw)["RoPE|2"], 64)
+    with monkeypatch.context() as m:
+        _sigterm_in_step(m)
+        with pytest.raises(train.Interrupted):
+            train.train_units(part, checkpoint_dir=ck.checkpoint_of(part), progress=False, log=lambda s: None)
+    path = ck.checkpoint_of(part) / "state.pt"
+    st = torch.load(path, weights_only=False)
+    wall = float(st["wall"])
+    st["sittings"] = [{**st["sittings"][0], "from_step": 0, "from_wall": 0.0},
+                      {**st["sittings"][0], "from_step": 2, "from_wall": wall / 10}]
+    ck.save(path, st)
+    rope = next(r for r in train.campaign_status("wu-fig-2", "smoke", **kw).ensembles if r.pe == "rope")
+    assert rope.step == 3 and rope.paced_steps == 3
+    assert rope.sitting_pace == pytest.approx(wall / 3)        # the latest sitting alone: 0.9 * wall per step

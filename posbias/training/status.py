@@ -22,8 +22,9 @@ class EnsembleStatus:
     when it has none yet) the ``step`` done, ``wall`` (training seconds over every sitting), of them
     ``gpu_steps`` and ``gpu_wall`` trained on a GPU, ``on``, the kind of device its paces are for
     (``"cpu"`` or ``"gpu"``: the one a campaign trains on here), ``sitting_pace`` (seconds per step in
-    the latest sitting on that kind; ``None`` before such a step or for a checkpoint that predates the
-    record) and ``age`` (seconds since it was saved); ``committed``
+    the latest sittings on that kind, back until they hold :data:`PACE_STEPS` steps (:func:`recent`);
+    ``None`` before such a step or for a checkpoint that predates the record), ``paced_steps`` (the
+    steps it is read over) and ``age`` (seconds since it was saved); ``committed``
     when the furthest checkpoint is the one in ``data/checkpoints``; ``split_from``: the member
     count of the larger ensemble whose checkpoint it will be cut from, or ``None``; ``reading``: for a
     unit trained until a stopping rule holds, how far each part of the rule is from holding at its last
@@ -37,6 +38,7 @@ class EnsembleStatus:
     step: int | None = None
     wall: float | None = None
     sitting_pace: float | None = None
+    paced_steps: int | None = None
     age: float | None = None
     committed: bool = False
     split_from: int | None = None
@@ -86,6 +88,23 @@ def segments(sittings: list[dict[str, Any]], step: int, wall: float, device: str
     return [Segment(k, e[0] - s0, e[1] - w0) for (s0, w0, k), e in zip(marks, ends)]
 
 
+#: The fewest steps a sitting pace is read over: the latest sittings are taken back until they hold
+#: this many (one evaluation period at the paper's settings), so that a sitting minutes old, whose first
+#: steps may include an evaluation or share the cores with other work, does not price the rest alone.
+PACE_STEPS = 5000
+
+
+def recent(segs: list[Segment], min_steps: int = PACE_STEPS) -> Segment | None:
+    """The last of ``segs`` (one kind of device's sittings, oldest first) as one :class:`Segment`: taken
+    back from the latest until they hold ``min_steps`` steps or there are none left; ``None`` for none."""
+    out = None
+    for g in reversed(segs):
+        out = g if out is None else Segment(g.kind, out.steps + g.steps, out.seconds + g.seconds)
+        if out.steps >= min_steps:
+            break
+    return out
+
+
 def _reading(state: dict[str, Any], unit: Any) -> str | None:
     """The stopping rule's reading on the one unit of a rule-stopped checkpoint ``state``."""
     if unit.stop_rule is None or not state.get("curves", {}).get("step"):
@@ -133,14 +152,16 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
             age = max(0.0, time.time() - path.stat().st_mtime)
         except FileNotFoundError:       # the ensemble finished just now
             age = None
-        sittings, pace = st.get("sittings") or [], None
+        sittings, pace, paced = st.get("sittings") or [], None, None
         segs = segments(sittings, int(st["step"]), float(st["wall"]), st.get("device"))
         gpu = [g for g in segs if g.kind == "gpu"]
         recorded = segs[len(segs) - sum("from_step" in x and "from_wall" in x for x in sittings):]
         latest = [g for g in recorded if g.kind == on and g.steps > 0]     # not the training before the record
-        if split is None and latest:
-            pace = latest[-1].seconds / latest[-1].steps
-        rows.append(replace(row, step=int(st["step"]), wall=float(st["wall"]), sitting_pace=pace, age=age,
+        last = recent(latest) if split is None else None
+        if last is not None:
+            pace, paced = last.seconds / last.steps, last.steps
+        rows.append(replace(row, step=int(st["step"]), wall=float(st["wall"]), sitting_pace=pace,
+                            paced_steps=paced, age=age,
                             gpu_steps=sum(g.steps for g in gpu), gpu_wall=sum(g.seconds for g in gpu), on=on,
                             committed=src.committed, split_from=split,
                             reading=_reading(st, u) if split is None and len(part) == 1 else None))
@@ -155,8 +176,8 @@ def measured(status: CampaignStatus) -> list[EnsembleStatus]:
 
 
 def pace(e: EnsembleStatus) -> float:
-    """Seconds per step of a :func:`measured` ensemble: its latest sitting's on the kind of device its
-    paces are for, else over all its sittings on that kind."""
+    """Seconds per step of a :func:`measured` ensemble: its latest sittings' (:func:`recent`) on the
+    kind of device its paces are for, else over all its sittings on that kind."""
     return e.sitting_pace or e.own_wall / max(e.own_steps, 1)
 
 
@@ -172,7 +193,7 @@ def network_pace(status: CampaignStatus) -> dict[int, float]:
 
 def format_status(status: CampaignStatus, model: Callable[[int], float] | None = None) -> str:
     """:func:`campaign_status` as lines of text: each ensemble's step, its pace over every sitting and
-    in the latest one, and the time to go at the latest sitting's pace (the machine as it is now),
+    in the latest ones (:func:`recent`), and the time to go at that pace (the machine as it is now),
     paces counting only the sittings on the kind of device they are for (the steps trained on the other
     kind are named). Ensembles not started, or started only on the other kind, are priced at the pace
     per network of the started ensembles of their depth, else at ``model`` (depth -> seconds per
@@ -231,7 +252,8 @@ def format_status(status: CampaignStatus, model: Callable[[int], float] | None =
         pace, now = r.own_wall / r.own_steps, r.sitting_pace
         lines.append(head + f"{done}, {1e3 * pace:.0f} ms/step over "
                      + ("all sittings" if not other else f"its sittings on {where[r.on]}")
-                     + ("" if now is None else f", {1e3 * now:.0f} ms/step in the latest")
+                     + ("" if now is None else f", {1e3 * now:.0f} ms/step in the latest" + (
+                         "" if r.paced_steps is None else f" {r.paced_steps:,} steps"))
                      + f", about {human_seconds((r.steps - r.step) * (now or pace))} to go at "
                      + ("that pace" if now is None else "the latest pace") + tail)
     return "\n".join(lines)
