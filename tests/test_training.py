@@ -431,9 +431,9 @@ def test_training_time_says_which_seconds_ran_on_a_gpu():
     assert train.training_time([r(100.0)], [{"device": "cpu", "sittings": bare}]).gpu_seconds == 0.0
 
 
-def test_campaign_status_reads_the_device_of_each_sitting(tmp_path, monkeypatch):
-    """A checkpoint whose sittings say a GPU trained it: read on the CPU, its steps and seconds are the
-    GPU's and it has no CPU pace; read for a GPU, its pace is that sitting's."""
+def _interrupted_rope(tmp_path, monkeypatch):
+    """Figure 2's smoke RoPE | 2 ensemble stopped by SIGTERM in its third step, in a cache of its own:
+    the campaign's overrides and the path of its checkpoint's state."""
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
     kw = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
@@ -443,6 +443,13 @@ def test_campaign_status_reads_the_device_of_each_sitting(tmp_path, monkeypatch)
         with pytest.raises(train.Interrupted):
             train.train_units(part, checkpoint_dir=ck.checkpoint_of(part), progress=False, log=lambda s: None)
     path = ck.checkpoint_of(part) / "state.pt"
+    return kw, path
+
+
+def test_campaign_status_reads_the_device_of_each_sitting(tmp_path, monkeypatch):
+    """A checkpoint whose sittings say a GPU trained it: read on the CPU, its steps and seconds are the
+    GPU's and it has no CPU pace; read for a GPU, its pace is that sitting's."""
+    kw, path = _interrupted_rope(tmp_path, monkeypatch)
     st = torch.load(path, weights_only=False)
     st["sittings"] = [{**s, "device": "cuda"} for s in st["sittings"]]
     ck.save(path, st)
@@ -458,15 +465,7 @@ def test_campaign_status_reads_the_device_of_each_sitting(tmp_path, monkeypatch)
 
 def test_campaign_status_reads_a_short_latest_sitting_with_the_ones_before(tmp_path, monkeypatch):
     """A sitting of one step after one of two: the pace is over both (fewer than PACE_STEPS in all)."""
-    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
-    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
-    kw = dict(steps=4, seeds=[0, 1], eval_every=2, n_test=8, n_sweep=8, n_sink=8, depths=[2])
-    (part,) = planning.ensembles(train.units_of("wu-fig-2", "smoke", kw)["RoPE|2"], 64)
-    with monkeypatch.context() as m:
-        _sigterm_in_step(m)
-        with pytest.raises(train.Interrupted):
-            train.train_units(part, checkpoint_dir=ck.checkpoint_of(part), progress=False, log=lambda s: None)
-    path = ck.checkpoint_of(part) / "state.pt"
+    kw, path = _interrupted_rope(tmp_path, monkeypatch)
     st = torch.load(path, weights_only=False)
     wall = float(st["wall"])
     st["sittings"] = [{**st["sittings"][0], "from_step": 0, "from_wall": 0.0},
