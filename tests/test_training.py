@@ -150,12 +150,7 @@ def test_campaign_status_reads_checkpoints_and_writes_nothing(tmp_path, monkeypa
         got = train.campaign_status("wu-fig-3", "smoke", workers=workers, **f3).ensembles
         assert [r.members for r in got] == sizes and {r.pe for r in got} == {"none", "sin", "rope"}
     # an ensemble stopped by SIGTERM during its third step: the checkpoint says how far it got
-    rope_units = train.units_of("wu-fig-2", "smoke", kw)["RoPE|2"]
-    (part,) = planning.ensembles(rope_units, 64)
-    with monkeypatch.context() as m:
-        _sigterm_in_step(m)
-        with pytest.raises(train.Interrupted):
-            train.train_units(part, checkpoint_dir=ck.checkpoint_of(part), progress=False, log=lambda s: None)
+    assert _interrupted_rope(tmp_path, monkeypatch)[0] == kw
     rope = next(r for r in status().ensembles if r.pe == "rope")
     assert (rope.step, rope.steps, rope.members) == (3, 4, 2) and rope.wall > 0 and rope.age >= 0
     assert rope.sitting_pace == pytest.approx(rope.wall / 3)      # one sitting, from step 0
