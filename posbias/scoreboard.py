@@ -185,8 +185,14 @@ class Scoreboard:
                     "claims need are committed)")
         h = claims.counts(done, True)
         differ = self.disagreements(figure)
-        return (f"{len(done)} of {figure}'s {len(cs)} claims are judged on them so far (Holm over the "
-                f"{len(self.confirm_done())} entries of the register judged yet): {h['reproduced']} reproduced, "
+        n_all = len(self.confirm_done())
+        head = (f"all {len(cs)} of {figure}'s claims are judged on them, its {have} networks all committed (Holm "
+                f"over the {n_all} entries of the register judged yet, so a verdict can still move if more entries "
+                "are judged)"
+                if len(done) == len(cs) and have == need else
+                f"{len(done)} of {figure}'s {len(cs)} claims are judged on them so far (Holm over the "
+                f"{n_all} entries of the register judged yet)")
+        return (f"{head}: {h['reproduced']} reproduced, "
                 f"{h['contradicted']} contradicted, {h['inconclusive']} inconclusive; "
                 + ("the verdicts that differ from the exploratory ones: " + "; ".join(differ) if differ
                    else "every verdict agrees with the exploratory one"))

@@ -110,6 +110,15 @@ def test_the_confirmatory_column_names_what_differs_and_counts_the_judged_only()
     assert row["inconclusive (exploratory)"] == 1
     s = board.summary()
     assert (s["conf_judged"], s["conf_reproduced"], s["conf_contradicted"], s["conf_agree"]) == (2, 1, 1, 1)
+    whole = sb.Scoreboard(tuple(ex), confirmatory=tuple(co[:2]) + tuple(_judged(e, "inconclusive") for e in rest),
+                          confirm_units={"Figure 2": (45, 45)})
+    assert whole.confirm_words("Figure 2").startswith(
+        f"all {len(f2)} of Figure 2's claims are judged on them, its 45 networks all committed (Holm over the "
+        f"{len(f2)} entries of the register judged yet, so a verdict can still move if more entries are judged): "
+        f"1 reproduced, 1 contradicted, {len(rest)} inconclusive")
+    partial = sb.Scoreboard(tuple(ex), confirmatory=whole.confirmatory, confirm_units={"Figure 2": (44, 45)})
+    assert partial.confirm_words("Figure 2").startswith(
+        f"{len(f2)} of Figure 2's {len(f2)} claims are judged on them so far")
     empty = sb.Scoreboard(tuple(ex), confirmatory=tuple(_judged(e, claims.NOT_YET) for e in f2),
                           confirm_needed=45, confirm_units={"Figure 2": (0, 45)})
     assert empty.confirm_words("Figure 2") == ("no claim of Figure 2 is judged on them yet (0 of the 45 "
