@@ -186,7 +186,8 @@ class Scoreboard:
         h = claims.counts(done, True)
         differ = self.disagreements(figure)
         n_all = len(self.confirm_done())
-        head = (f"all {len(cs)} of {figure}'s claims are judged on them, its {have} networks all committed (Holm "
+        whole = f"all {len(cs)} of {figure}'s claims are" if len(cs) > 1 else f"{figure}'s one claim is"
+        head = (f"{whole} judged on them, its {have} networks all committed (Holm "
                 f"over the {n_all} entries of the register judged yet, so a verdict can still move if more entries "
                 "are judged)"
                 if len(done) == len(cs) and have == need else

@@ -116,6 +116,8 @@ def test_the_confirmatory_column_names_what_differs_and_counts_the_judged_only()
         f"all {len(f2)} of Figure 2's claims are judged on them, its 45 networks all committed (Holm over the "
         f"{len(f2)} entries of the register judged yet, so a verdict can still move if more entries are judged): "
         f"1 reproduced, 1 contradicted, {len(rest)} inconclusive")
+    one = sb.Scoreboard(tuple(ex), confirmatory=tuple(co[:1]), confirm_units={"Figure 2": (45, 45)})
+    assert one.confirm_words("Figure 2").startswith("Figure 2's one claim is judged on them, its 45 networks all")
     partial = sb.Scoreboard(tuple(ex), confirmatory=whole.confirmatory, confirm_units={"Figure 2": (44, 45)})
     assert partial.confirm_words("Figure 2").startswith(
         f"{len(f2)} of Figure 2's {len(f2)} claims are judged on them so far")
