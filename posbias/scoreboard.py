@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -197,6 +198,19 @@ class Scoreboard:
                 f"{h['contradicted']} contradicted, {h['inconclusive']} inconclusive; "
                 + ("the verdicts that differ from the exploratory ones: " + "; ".join(differ) if differ
                    else "every verdict agrees with the exploratory one"))
+
+    def confirm_waiting(self, hours: Mapping[str, float]) -> str:
+        """The figures whose confirmation networks are not all committed, each with its networks stored
+        of those needed, the core-hours ``hours`` (campaign -> hours, :func:`confirm.plan`) price its
+        campaign at, and how many of its claims wait; ``"none"`` when every figure's are committed."""
+        out = []
+        for fig, (have, need) in self.confirm_units.items():
+            if have < need:
+                cs = [j for j in self.confirmatory if j.entry.figure == fig]
+                wait = sum(j.holm == claims.NOT_YET for j in cs)
+                out.append(f"{fig} ({have} of {need} networks, {hours[cs[0].entry.campaign]:.1f} core-hours in "
+                           f"the plan; {wait} claims wait)")
+        return "; ".join(out) or "none"
 
     def confirm_phrase(self) -> str:
         """The front page's lead: the confirmatory counts and the figures they cover, or how far the

@@ -121,6 +121,11 @@ def test_the_confirmatory_column_names_what_differs_and_counts_the_judged_only()
     partial = sb.Scoreboard(tuple(ex), confirmatory=whole.confirmatory, confirm_units={"Figure 2": (44, 45)})
     assert partial.confirm_words("Figure 2").startswith(
         f"{len(f2)} of Figure 2's {len(f2)} claims are judged on them so far")
+    assert whole.confirm_waiting({"wu-fig-2": 20.4}) == "none"
+    assert partial.confirm_waiting({"wu-fig-2": 20.4}) == "Figure 2 (44 of 45 networks, 20.4 core-hours in the plan; " \
+        "0 claims wait)"
+    assert board.confirm_waiting({"wu-fig-2": 20.4}) == (f"Figure 2 (15 of 45 networks, 20.4 core-hours in the plan; "
+                                                        f"{len(rest)} claims wait)")
     empty = sb.Scoreboard(tuple(ex), confirmatory=tuple(_judged(e, claims.NOT_YET) for e in f2),
                           confirm_needed=45, confirm_units={"Figure 2": (0, 45)})
     assert empty.confirm_words("Figure 2") == ("no claim of Figure 2 is judged on them yet (0 of the 45 "
