@@ -8,8 +8,8 @@ Nothing here builds a claim or trains: the entries, their settings and the judge
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -207,7 +207,7 @@ class Scoreboard:
         for fig, (have, need) in self.confirm_units.items():
             if have < need:
                 cs = [j for j in self.confirmatory if j.entry.figure == fig]
-                wait = sum(j.holm == claims.NOT_YET for j in cs)
+                wait = len(cs) - len(self.confirm_done(fig))
                 out.append(f"{fig} ({have} of {need} networks, {hours[cs[0].entry.campaign]:.1f} core-hours in "
                            f"the plan; {wait} claims wait)")
         return "; ".join(out) or "none"
