@@ -267,7 +267,8 @@ def claims_table(study: Study):
         for label in e.configs:
             for k, b in enumerate(split.get(label, []), 1):
                 if len(b) < bd.MIN_BRANCH:
-                    per_branch.append((i, f"{label} branch {k}: {len(b)} networks, not judged", None))
+                    n = f"{len(b)} network" + "s" * (len(b) != 1)
+                    per_branch.append((i, f"{label} branch {k}: {n}, not judged", None))
                     continue
                 (j,) = _judge_paired([e], study, runs={label: b})
                 per_branch.append((i, f"{label} branch {k}", j))

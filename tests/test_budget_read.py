@@ -88,3 +88,14 @@ def test_claims_pair_configurations_on_the_seeds_they_share():
     tab = br.claims_table({"decay|2": decay, "No PE|2": nope})
     row = tab[tab["claim"] == "fig2-decay-reduces-2"].iloc[0]
     assert row["at the end"] == "reproduced" and row["mean at the end"].startswith("+0.250")
+
+
+def test_a_small_branch_is_shown_with_its_count_not_judged():
+    """decay | 2 splitting 9 : 1: the lone network's branch is below the rule's three and is named with
+    its count in the singular; the branch of nine is judged."""
+    decay = [(s, "design", _run(0.74, -0.14, -0.15, 0.02)) for s in range(9)]
+    decay.append((9, "design", _run(0.53, 0.10, 0.03, -0.08)))
+    nope = [(s, "design", _run(0.52, 0.08, 0.10, 0.02)) for s in range(5)]
+    row = br.claims_table({"decay|2": decay, "No PE|2": nope}).set_index("claim").loc["fig2-decay-recent-2"]
+    assert "decay|2 branch 1: 1 network, not judged" in row["per branch"]
+    assert "decay|2 branch 2: " in row["per branch"] and "branch 2: 9 network" not in row["per branch"]
