@@ -262,7 +262,8 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
             and list(store.load_manifest()) == [str(part.relative_to(env / "data"))])
 
     parts = parking.park(target, lambda f: f.write(blob))
-    parts[1].write_bytes(b"x" + parts[1].read_bytes()[1:])          # altered
+    raw = parts[1].read_bytes()
+    parts[1].write_bytes(bytes([raw[0] ^ 0xFF]) + raw[1:])          # altered: its first byte flipped
     with pytest.warns(UserWarning, match="002-of-003.pt: SHA-256 differs"):
         assert parking.parked_checkpoint(target) is None
     assert any("SHA-256 differs" in p for p in checkdata.verify_data(log=lambda *a: None))
