@@ -69,7 +69,7 @@ def networks_table(study: Study):
         rows.append({"configuration": label, "networks in the design": len(rs),
                      "trained under the design": n["design"], "admitted (converged campaign)": n["admitted"],
                      "not yet trained": n["not yet"],
-                     "training hours so far": f"{sum(training_hours(r) for r in stored):.1f}"})
+                     "training hours": f"{sum(training_hours(r) for r in stored):.1f}"})
     return pd.DataFrame(rows)
 
 
