@@ -114,18 +114,46 @@ def _exits_after(r: Mapping[str, Any], after: int = PAPER_STEP) -> list[int]:
     return [int(x["exit"]) for x in bd.plateau_exits(c["step"], bd.mean_accuracy(c)) if x["exit"] > after]
 
 
+def window_swing(record: Mapping[str, Any], end: int | None = None, window: int = bd.READ_WINDOW) -> float:
+    """How far one network's mean IC accuracy moves inside the window its reading averages: the largest
+    minus the smallest of the evaluations there (a scalar). A description beside the branches, not a rule:
+    a swing wider than the branch gap means the network's own evaluations would fall in two branches."""
+    c = record["curves"]
+    end = int(c["step"][-1]) if end is None else int(end)
+    acc = bd.mean_accuracy(c)[bd._window(c["step"], end, window)]
+    return float(acc.max() - acc.min())
+
+
+def swing_sentence(study: Study) -> str:
+    """Per configuration with networks stored, the widest :func:`window_swing` of its networks (and whose
+    it is) set against the branch gap, in one sentence; it names the configurations where some network's
+    own evaluations spread wider than the gap that separates branches."""
+    widest = {label: max((window_swing(r), s) for s, r in runs) for label, runs in done(study).items() if runs}
+    if not widest:
+        return "No network is stored yet."
+    parts = "; ".join(f"{label} {w:.3f} (seed {s})" for label, (w, s) in widest.items())
+    wide = [label for label, (w, _) in widest.items() if w > bd.BRANCH_GAP]
+    tail = (f" In {' and '.join(wide)} a network's own evaluations spread wider than the gap between branches, "
+            "so there a branch is the rule applied to a reading that moves between evaluations, and its "
+            "count of branches is less certain than where every swing stays inside the gap." if wide else
+            " Every network's swing stays inside the gap between branches.")
+    return (f"The widest swing of mean IC accuracy within one network's reading window, per configuration: "
+            f"{parts}; the branch gap is {bd.BRANCH_GAP:.2f}.{tail}")
+
+
 def branch_table(study: Study):
     """One row per branch of each configuration with networks stored (``"1 of 2 so far"`` while some of
-    its networks are not stored): its networks (seeds), their readings of mean IC accuracy (range) and
-    of the three gaps (mean), and where its networks left a plateau after 100,000 iterations. A
-    ``pandas.DataFrame``."""
+    its networks are not stored): its networks (seeds), their readings of mean IC accuracy (range), the
+    widest :func:`window_swing` among them, their readings of the three gaps (mean), and where its
+    networks left a plateau after 100,000 iterations. A ``pandas.DataFrame``."""
     import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     rows = []
     for label, runs in done(study).items():
         if not runs:
             rows.append({"configuration": label, "branch": "not yet", "networks": "", "seeds": "",
-                         "accuracy at the end": "", **{g: "" for g in cv.GAP_NAMES},
+                         "accuracy at the end": "", "widest swing in a reading window": "",
+                         **{g: "" for g in cv.GAP_NAMES},
                          "left a plateau after 100k": ""})
             continue
         bs = branches_of(runs)
@@ -138,6 +166,7 @@ def branch_table(study: Study):
                          "seeds": ", ".join(str(s) for s in sorted(s for s, _ in b)),
                          "accuracy at the end": (f"{min(acc):.3f}" if len(acc) == 1
                                                  else f"{min(acc):.3f} to {max(acc):.3f}"),
+                         "widest swing in a reading window": f"{max(window_swing(r) for _, r in b):.3f}",
                          **{g: f"{np.mean([x['gaps'][g] for x in rd]):+.3f}" for g in cv.GAP_NAMES},
                          "left a plateau after 100k": "; ".join(f"seed {s} at {x:,}" for s, x in exits) or "none"})
     return pd.DataFrame(rows)

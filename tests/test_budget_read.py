@@ -54,6 +54,26 @@ def test_branch_table_finds_the_exits_and_says_not_yet():
     assert tab[tab["configuration"] == "RoPE|6"].iloc[0]["branch"] == "not yet"
 
 
+def test_window_swing_is_the_spread_of_the_evaluations_a_reading_averages():
+    r = _run(0.30, 0.0, 0.0, 0.0)
+    c = r["curves"]
+    wobble = np.array([0.1 if s == 470_000 else -0.05 if s == 490_000 else 0.0 for s in STEPS])
+    wobble[STEPS.index(440_000)] = 0.5                      # outside the last 50,000 iterations (450k-500k)
+    for k in [k for k in c if k.startswith("IC_")]:
+        c[k] = list(np.asarray(c[k]) + wobble)
+    assert br.window_swing(r) == pytest.approx(0.15, abs=1e-12)
+    assert br.window_swing(r, end=450_000) == pytest.approx(0.5, abs=1e-12)
+    assert br.window_swing(_run(0.74, -0.14, -0.15, 0.02, jump_at=175_000)) == 0.0
+    tab = br.branch_table({"RoPE|6": [(0, "design", r), (1, "design", _run(0.42, 0.0, 0.0, 0.0))]})
+    assert list(tab["widest swing in a reading window"]) == ["0.150", "0.000"]
+    words = br.swing_sentence({"RoPE|6": [(0, "design", r), (1, "design", _run(0.42, 0.0, 0.0, 0.0))],
+                               "decay|2": _study()["decay|2"]})
+    assert "RoPE|6 0.150 (seed 0)" in words and "decay|2 0.000 (seed 4)" in words
+    assert "In RoPE|6 a network's own evaluations spread wider" in words
+    assert "swing stays inside" in br.swing_sentence({"decay|2": _study()["decay|2"]})
+    assert br.swing_sentence({"RoPE|6": _study()["RoPE|6"]}) == "No network is stored yet."
+
+
 def test_readings_are_of_the_same_networks_at_100k_and_at_the_end():
     tab = br.readings_table(_study())
     acc = tab[(tab["configuration"] == "decay|2") & (tab["quantity"] == "mean IC accuracy")].iloc[0]
