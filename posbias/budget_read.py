@@ -117,7 +117,8 @@ def _exits_after(r: Mapping[str, Any], after: int = PAPER_STEP) -> list[int]:
 def window_swing(record: Mapping[str, Any], end: int | None = None, window: int = bd.READ_WINDOW) -> float:
     """How far one network's mean IC accuracy moves inside the window its reading averages: the largest
     minus the smallest of the evaluations there (a scalar). A description beside the branches, not a rule:
-    a swing wider than the branch gap means the network's own evaluations would fall in two branches."""
+    a swing wider than the branch gap means two of the network's own evaluations lie further apart than
+    neighbouring branches must."""
     c = record["curves"]
     end = int(c["step"][-1]) if end is None else int(end)
     acc = bd.mean_accuracy(c)[bd._window(c["step"], end, window)]
@@ -134,8 +135,8 @@ def swing_sentence(study: Study) -> str:
     parts = "; ".join(f"{label} {w:.3f} (seed {s})" for label, (w, s) in widest.items())
     wide = [label for label, (w, _) in widest.items() if w > bd.BRANCH_GAP]
     tail = (f" In {' and '.join(wide)} a network's own evaluations spread wider than the gap between branches, "
-            "so there a branch is the rule applied to a reading that moves between evaluations, and its "
-            "count of branches is less certain than where every swing stays inside the gap." if wide else
+            "so there the branches group readings that move between evaluations by more than the gap that "
+            "separates them, and their count is less certain than where every swing stays inside the gap." if wide else
             " Every network's swing stays inside the gap between branches.")
     return (f"The widest swing of mean IC accuracy within one network's reading window, per configuration: "
             f"{parts}; the branch gap is {bd.BRANCH_GAP:.2f}.{tail}")
