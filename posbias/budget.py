@@ -104,7 +104,9 @@ def mean_accuracy(curves: Mapping[str, Sequence]) -> np.ndarray:
     return np.mean([np.asarray(v, dtype=float) for k, v in curves.items() if k.startswith("IC_")], axis=0)
 
 
-def _window(steps: Sequence[int], end: int, window: int) -> np.ndarray:
+def in_window(steps: Sequence[int], end: int, window: int) -> np.ndarray:
+    """Which evaluations a reading over the last ``window`` iterations up to ``end`` averages: a boolean
+    mask of shape ``(len(steps),)``, true on ``end - window <= step <= end``. ``end`` must be evaluated."""
     s = np.asarray(steps)
     sel = (s > end - window - 1e-9) & (s <= end)
     if end not in set(int(x) for x in s):
@@ -118,7 +120,7 @@ def reading(run: Mapping[str, Any], end: int | None = None, window: int = READ_W
     "gaps": {...}}`` plus ``"heldout_loss"`` where the curves have it."""
     c = run["curves"]
     end = int(c["step"][-1]) if end is None else int(end)
-    sel = _window(c["step"], end, window)
+    sel = in_window(c["step"], end, window)
     out: dict[str, Any] = {"step": end, "n": int(sel.sum()),
                            "accuracy": float(mean_accuracy(c)[sel].mean()),
                            "ic_accuracy": {k: float(np.asarray(v, dtype=float)[sel].mean())
@@ -213,7 +215,7 @@ def still_moving(steps: Sequence[int], values: Sequence[float], end: int | None 
 
     s, v = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
     end = s[-1] if end is None else end
-    sel = _window(s.astype(int), int(end), window)
+    sel = in_window(s.astype(int), int(end), window)
     x, y = s[sel] - s[sel].mean(), v[sel]
     n = int(sel.sum())
     if n < 3:

@@ -121,7 +121,7 @@ def window_swing(record: Mapping[str, Any], end: int | None = None, window: int 
     neighbouring branches must."""
     c = record["curves"]
     end = int(c["step"][-1]) if end is None else int(end)
-    acc = bd.mean_accuracy(c)[bd._window(c["step"], end, window)]
+    acc = bd.mean_accuracy(c)[bd.in_window(c["step"], end, window)]
     return float(acc.max() - acc.min())
 
 
@@ -316,3 +316,12 @@ def claims_table(study: Study):
         rows.append({"claim": e.id, "at 100k": a.holm, "mean at 100k": mean(a), "at the end": b.holm,
                      "mean at the end": mean(b), "per branch": "; ".join(pb) or "no split"})
     return pd.DataFrame(rows)
+
+
+def claims_sentence(claims) -> str:
+    """How many of :func:`claims_table`'s claims are judged at the end of the budget, in one sentence:
+    all of them, or how many wait (``not yet``) for networks still to train."""
+    n, judged = len(claims), int((claims["at the end"] != "not yet").sum()) if len(claims) else 0
+    if judged == n:
+        return f"All {n} of the study's claims are judged."
+    return f"{judged} of the study's {n} claims can be judged so far; the rest wait for networks still to train."

@@ -108,6 +108,12 @@ def test_claims_pair_configurations_on_the_seeds_they_share():
     tab = br.claims_table({"decay|2": decay, "No PE|2": nope})
     row = tab[tab["claim"] == "fig2-decay-reduces-2"].iloc[0]
     assert row["at the end"] == "reproduced" and row["mean at the end"].startswith("+0.250")
+    assert br.claims_sentence(tab) == f"All {len(tab)} of the study's claims are judged."
+    rope = [(0, "design", _run(0.51, 0.0, 0.0, 0.0))] + [(s, "not yet", None) for s in range(1, 5)]
+    waiting = br.claims_table({"decay|2": decay, "No PE|2": nope, "RoPE|2": rope})
+    judged = int((waiting["at the end"] != "not yet").sum())
+    assert 0 < judged < len(waiting)                        # the RoPE claims wait, the others are judged
+    assert br.claims_sentence(waiting).startswith(f"{judged} of the study's {len(waiting)} claims can be judged so far")
 
 
 def test_a_small_branch_is_shown_with_its_count_not_judged():
