@@ -186,6 +186,50 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_keep_weights(args: argparse.Namespace) -> int:
+    """Train stored networks again, from their seeds, to keep their weights (or park those unfinished)."""
+    try:
+        overrides = _overrides(args.p)
+        chapter, params = prepare(args.chapter, overrides, args.profile)
+        from . import training  # lazy: torch
+        from .training import weights
+        experiment, profile, settings = training.chapter_campaign(chapter.id, params)
+        groups = training.units_of(experiment, profile, settings)
+        unknown = sorted(set(args.config or []) - set(groups))
+        if unknown:
+            raise ValueError(f"no configuration {', '.join(map(repr, unknown))} in {chapter.id}; it has "
+                             + ", ".join(map(repr, groups)))
+        units = [u for label, us in groups.items() if not args.config or label in args.config
+                 for u in us if args.seed is None or u.seed in args.seed]
+        if not units:
+            raise ValueError(f"no unit of {chapter.id} has seed {args.seed}")
+    except (ParamError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    if args.write_data:
+        os.environ["POSBIAS_WRITE_DATA"] = "1"
+    parts: dict[tuple, list] = {}
+    for u in units:
+        parts.setdefault(u.shape_key(), []).append(u)
+    log = _stderr_log(args.quiet)
+    if args.park:
+        n = weights.park(list(parts.values()), log=log)
+        print(f"{chapter.id}: {n} unfinished retraining(s) parked in data/checkpoints/{weights.WEIGHTS}")
+        return 0
+    try:
+        for part in parts.values():
+            weights.retrain(part, threads=args.threads, log=log, progress=not args.quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        print(f"{chapter.id}: stopped; the retraining keeps its checkpoint: run the same command again to resume, "
+              "or add --park --write-data to commit it", file=sys.stderr)
+        return 130
+    print(f"{chapter.id}: weights kept for {sum(weights.kept(u) is not None for u in units)} of {len(units)} units")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="posbias", description="Run, re-run and build the posbias book.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -274,6 +318,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="serve the Dask dashboard on :8787 (needs the bokeh package)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_campaign)
+
+    p = sub.add_parser(
+        "keep-weights", help="train stored networks again from their seeds and keep their weights",
+        description="Networks stored before weights were kept have none. This trains the chosen units of a "
+                    "chapter's campaign again, from the same seeds, keeps each one's final weights (data/wu-weights "
+                    "with --write-data, else the user cache) and records whether it reproduced its stored result "
+                    "bit for bit. Resumable like a campaign; --park commits an unfinished one's checkpoint.")
+    p.add_argument("chapter")
+    p.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="set a parameter (repeatable)")
+    p.add_argument("--profile", default="paper", choices=PROFILES, help="the chapter's profile (default paper)")
+    p.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable; default all)")
+    p.add_argument("--config", action="append", metavar="LABEL", help="only these configurations, e.g. 'No PE|2'")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch threads (default: half the cores)")
+    p.add_argument("--park", action="store_true", help="train nothing: commit unfinished checkpoints")
+    p.add_argument("--write-data", action="store_true", help="keep the weights in data/ and its manifest (maintainers)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_cmd_keep_weights)
 
     args = parser.parse_args(argv)
     try:

@@ -326,6 +326,8 @@ def park(plan: list[list[Unit]], stored: Callable[[Any], bool], log: Log) -> dic
             f"{len(part)} units at step {ours}/{part[0].steps}")
     own = {parked_of(part) for part in plan}
     for path in parking.parked_checkpoints():
+        if path.parent.name != UNIT_EXPERIMENT:     # others' (kept weights' retraining) are parked by their owner
+            continue
         try:
             st = torch.load(io.BytesIO(parking.parked_checkpoint(path)), map_location="cpu", weights_only=False)
             params = st["units"]

@@ -45,6 +45,8 @@ import yaml
 from tqdm import tqdm
 
 from . import checkpoints as ck
+from . import weights
+from ..provenance import collect
 from .campaigns import chapter_campaign, distinct, store_unit, stored, units_of
 from .loop import train_units
 from .planning import plan
@@ -115,6 +117,8 @@ class PartResult:
 
     results: list[dict[str, Any]]
     sittings: list[dict[str, Any]] = field(default_factory=list)
+    #: each unit's final weights (one member's parameters), kept by the driver (:mod:`.weights`)
+    weights: list[dict[str, Any]] = field(default_factory=list)
 
 
 def part_key(part: list[Unit]) -> str:
@@ -195,7 +199,8 @@ def train_part(part: list[Unit], *, threads: int, expect: dict[str, str] | None 
                 raise
             return None                     # stopped by the driver, checkpoint saved: nothing to store
         st = ck.load(ckdir / "state.pt", part, torch.device("cpu"), log=ck.quiet) or {}
-    return PartResult(results, st.get("sittings", []))
+    return PartResult(results, st.get("sittings", []),
+                      weights.member_states(st["net"], len(part)) if "net" in st else [])
 
 
 # --------------------------------------------------------------------------- engines
@@ -369,8 +374,11 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
         for part, done in finished:
             if done is None:
                 continue
-            for u, r in zip(part, done.results):
+            for i, (u, r) in enumerate(zip(part, done.results)):
                 store_unit(u, r, done.sittings)
+                if done.weights:
+                    prov = collect(seeds=[u.seed], wall_seconds=r["train_seconds_ensemble"])
+                    weights.save(u, done.weights[i], {**prov, "sittings": done.sittings})
             shutil.rmtree(ck.checkpoint_of(part, create=False), ignore_errors=True)
             for c in ck.checkpoints():  # larger ensembles this one was split from, once all their units are stored
                 if not c.committed and all(stored(p) for p in c.units):
