@@ -39,7 +39,7 @@ from .evaluate import accuracy
 from .task import IC_PAIRS, Task, TaskConfig, TestSet, generator, ic_test_sets, make_task, slot_index, sweep_test_sets
 
 __all__ = ["STRATEGIES", "Oracle", "closed_forms", "baselines", "max_count_mean", "MC_ONLY", "reading",
-           "READINGS", "READING_RULE"]
+           "READINGS", "READING_RULE", "readable", "standing"]
 
 STRATEGIES = ("uniform", "copy_random", "copy_slot", "ignore_best", "dup_vote", "match_worst", "match_nearest")
 #: Strategies with no closed form here (their accuracy depends on the geometry of the Gaussian items).
@@ -241,3 +241,24 @@ def reading(ic_mean: float, sweep_mean: float, n_test: int, n_sweep: int,
     if ic_mean <= copier + 3 * se_ic:
         return "ignores the query"
     return "between"
+
+
+def readable(results: list[dict]) -> bool:
+    """Whether :func:`standing` can read these stored results (each with IC and sweep accuracies and params)."""
+    return bool(results) and all(r is not None and {"ic_accuracy", "sweep_accuracy", "params"} <= set(r)
+                                 for r in results)
+
+
+def standing(results: list[dict], config: TaskConfig = TaskConfig()) -> dict[str, object]:
+    """Where one configuration's networks stand: from their stored results (``ic_accuracy``, ``sweep_accuracy``
+    and ``params``), the mean and range of IC and sweep accuracy over networks and each network's
+    :func:`reading`. Returns ``{"networks", "ic_mean", "ic_range", "sweep_mean", "sweep_range", "readings"}``
+    with ``readings`` the count of each of :data:`READINGS`."""
+    if not results:
+        raise ValueError("no stored networks to read")
+    ic = [sum(r["ic_accuracy"].values()) / len(r["ic_accuracy"]) for r in results]
+    sw = [sum(r["sweep_accuracy"]) / len(r["sweep_accuracy"]) for r in results]
+    words = [reading(i, s, r["params"]["n_test"], r["params"]["n_sweep"], config) for i, s, r in zip(ic, sw, results)]
+    return {"networks": len(results), "ic_mean": sum(ic) / len(ic), "ic_range": (min(ic), max(ic)),
+            "sweep_mean": sum(sw) / len(sw), "sweep_range": (min(sw), max(sw)),
+            "readings": {w: words.count(w) for w in READINGS}}

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from .. import stats
+from ..retrieval import readable, standing
 from .quantities import QUANTITIES, Measure
 
 __all__ = ["Entry", "Judge", "Register", "Judged", "NOT_YET", "STATUSES", "load", "register", "judge",
@@ -264,6 +265,15 @@ class Judged:
     shortcut: list[str] = field(default_factory=list)
     main_status: str | None = None
     copies: dict[str, int] = field(default_factory=dict)
+    #: per configuration, how many of its networks read ``retrieves``, ``between``, ``ignores the query``
+    #: (:func:`posbias.retrieval.reading`; exploratory, descriptive: no verdict depends on it)
+    retrieval: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def not_retrieving(self) -> list[str]:
+        """The entry's configurations most of whose networks do not retrieve (:data:`posbias.retrieval.READING_RULE`):
+        a claim about retrieval that rests on them measures the position preferences of another strategy."""
+        return [c for c, n in self.retrieval.items() if 2 * n.get("retrieves", 0) <= sum(n.values())]
 
 
 def run_signature(us: Sequence[dict]) -> str:
@@ -418,7 +428,8 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
                           n_seeds=len(got[e.configs[0]]), guards=guards, second=second, baseline=m.baseline,
                           cannot_reach=cannot, untrained=untrained, shortcut=shortcut, main_status=main[0],
                           copies={c: len(got[c]) - k for c in e.configs
-                                  if (k := len(set(run_signature([u]) for u in got[c]))) < len(got[c])}))
+                                  if (k := len(set(run_signature([u]) for u in got[c]))) < len(got[c])},
+                          retrieval={c: standing(got[c])["readings"] for c in e.configs if readable(got[c])}))
     tested_ = [j for j in out if j.status != NOT_YET]
     for j, rejected in zip(tested_, stats.holm([j.p for j in tested_], level)):
         j.holm = j.status if rejected and j.status != "inconclusive" else "inconclusive"
@@ -444,10 +455,13 @@ def judge_register(profile: str = "paper") -> list[Judged]:
 def counts(judged: Sequence[Judged], holm: bool = True) -> dict[str, int]:
     """Entries per status (:data:`STATUSES`), by Holm's verdicts (``holm``) or by t alone; ``total``;
     and ``on a shortcut``: the reproduced entries that rest on position-shortcut networks (the
-    register's ``judge.shortcut`` rule), counted among the reproduced and named apart."""
+    register's ``judge.shortcut`` rule), counted among the reproduced and named apart; ``without
+    retrieval``: the reproduced entries that rest on networks most of which do not retrieve
+    (:attr:`Judged.not_retrieving`), likewise."""
     out = {s: sum((j.holm if holm else j.status) == s for j in judged) for s in STATUSES}
     short = sum((j.holm if holm else j.status) == "reproduced" and bool(j.shortcut) for j in judged)
-    return {**out, "total": len(judged), "on a shortcut": short}
+    blind = sum((j.holm if holm else j.status) == "reproduced" and bool(j.not_retrieving) for j in judged)
+    return {**out, "total": len(judged), "on a shortcut": short, "without retrieval": blind}
 
 
 def share_counts(judged: Sequence[Judged], share: float) -> dict[str, int]:
@@ -469,6 +483,7 @@ def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
         for s in STATUSES:                      # the total is n_claims (a chapter's n_total is its units)
             report.value(f"{prefix}{tag}n_{s.replace(' ', '_')}", c[s])
         report.value(f"{prefix}{tag}n_shortcut", c["on a shortcut"])
+        report.value(f"{prefix}{tag}n_without_retrieval", c["without retrieval"])
     report.value(f"{prefix}n_claims", len(judged))
     report.value(f"{prefix}n_not_converged", sum(bool(j.converged is False) for j in judged))
     for j in judged:

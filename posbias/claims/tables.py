@@ -44,11 +44,20 @@ def _pm(x: tuple[float, float, str] | None) -> str:
     return "" if x is None else f"{x[0]:+.3f} ± {x[1]:.3f} ({x[2]})"
 
 
+def _retrieve(j: Judged) -> str:
+    """How many of the entry's networks retrieve (``posbias.retrieval``), and a mark where most do not."""
+    if not j.retrieval:
+        return ""
+    got = sum(n.get("retrieves", 0) for n in j.retrieval.values())
+    total = sum(sum(n.values()) for n in j.retrieval.values())
+    return f"{got} of {total}" + (" (most do not retrieve)" if j.not_retrieving else "")
+
+
 def table(judged: Sequence[Judged]):
     """A ``pandas.DataFrame``, one row per entry: id, what is measured, verdict, after Holm, mean ± SE,
     the distinct runs behind it (of the seeds stored), the guards, the second reading, the contrast
     under uniform attention, the accuracy at slots the training never rewarded (chance 1/32), the
-    networks' share of the ceiling, and the convergence note."""
+    networks' share of the ceiling, the convergence note, and how many of its networks retrieve."""
     import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     share = register().judge.share
@@ -76,5 +85,6 @@ def table(judged: Sequence[Judged]):
                      "under uniform attention": "" if j.baseline is None else f"{j.baseline:+.3f}",
                      f"untrained slots (chance {chance:.3f})": untrained,
                      "share of ceiling": "" if j.share is None else f"{j.share:.2f}",
-                     "networks": nets + (", accuracy still rising" if j.still_rising else "")})
+                     "networks": nets + (", accuracy still rising" if j.still_rising else ""),
+                     "networks that retrieve": _retrieve(j)})
     return pd.DataFrame(rows)
