@@ -16,7 +16,7 @@ import torch
 from .model import EnsembleNet
 from .task import Task, TaskConfig, TestSet, ic_test_set, ic_test_sets, train_batch
 
-__all__ = ["novel_sets", "class_attention", "in_weights", "error_slots", "probe_rows", "PROBE_SEED"]
+__all__ = ["novel_sets", "class_attention", "in_weights", "error_slots", "probe_rows", "probe_table", "PROBE_SEED"]
 
 #: The seed of the probes' sequences: far from the training batches and the committed test draws.
 PROBE_SEED = 20261207
@@ -121,3 +121,24 @@ def probe_rows(units: dict[str, object], n: int = 500) -> list[dict[str, object]
                      "training classes": mem["training_classes"], "novel classes": mem["novel_classes"],
                      "wrong": err["wrong"], "error slots": err["slot"].tolist(), "outside": err["outside"]})
     return rows
+
+
+def probe_table(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """:func:`probe_rows` for a page: per network, the last layer's attention on the query's own class (and what
+    position alone predicts), memorised against in-context accuracy, and where wrong answers come from (the share
+    that is the label at the first, middle or last slot, at another slot, or at none)."""
+    out = []
+    for r in rows:
+        if not r["kept"]:
+            out.append({"configuration": r["configuration"], "weights": "not kept yet"})
+            continue
+        slots = r["error slots"]
+        mid = len(slots) // 2
+        out.append({"configuration": r["configuration"], "weights": "kept",
+                    "own class, last layer (position alone)": f"{r['own class'][-1]:.3f} ({r['by position'][-1]:.3f})",
+                    "training classes": f"{r['training classes']:.3f}", "novel classes": f"{r['novel classes']:.3f}",
+                    "wrong": f"{r['wrong']:.3f}",
+                    "wrong from first / middle / last / other / none": " / ".join(
+                        f"{x:.2f}" for x in (slots[0], slots[mid], slots[-1],
+                                             sum(slots) - slots[0] - slots[mid] - slots[-1], r["outside"]))})
+    return out

@@ -155,6 +155,15 @@ def footer() -> None:
     _display_markdown(footer_markdown(chapter, params, _RECORD["figures"], os.environ.get("POSBIAS_PROFILE", "")))
 
 
+def table(rows: Any, precision: int = 3) -> Any:
+    """A table for a page: a ``DataFrame`` (or a list of row dicts) styled without its index, floats shown to
+    ``precision`` decimals (the HTML book shows it styled, the PDF book as :func:`plain_table`)."""
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    return df.style.hide(axis="index").format(precision=precision)
+
+
 def plain_table(styler: Any) -> str:
     """A pandas ``Styler`` as aligned plain text, with its formats and hidden index applied: what a
     table shows where HTML cannot be used (the PDF book). Columns are left-aligned, two spaces apart."""

@@ -38,10 +38,13 @@ from torch import nn
 from .evaluate import accuracy
 from .task import IC_PAIRS, Task, TaskConfig, TestSet, generator, ic_test_sets, make_task, slot_index, sweep_test_sets
 
-__all__ = ["STRATEGIES", "Oracle", "closed_forms", "baselines", "max_count_mean", "MC_ONLY", "reading",
-           "READINGS", "READING_RULE", "readable", "standing"]
+__all__ = ["STRATEGIES", "IGNORING", "Oracle", "closed_forms", "baselines", "max_count_mean", "MC_ONLY", "reading",
+           "READINGS", "READING_RULE", "readable", "standing", "closest",
+           "disagreements", "baseline_rows", "merged"]
 
 STRATEGIES = ("uniform", "copy_random", "copy_slot", "ignore_best", "dup_vote", "match_worst", "match_nearest")
+#: The strategies that read neither the query nor the items: a network near one of them copies labels by position.
+IGNORING = ("uniform", "copy_random", "copy_slot", "ignore_best")
 #: Strategies with no closed form here (their accuracy depends on the geometry of the Gaussian items).
 MC_ONLY = ("dup_vote", "match_nearest")
 
@@ -262,3 +265,38 @@ def standing(results: list[dict], config: TaskConfig = TaskConfig()) -> dict[str
     return {"networks": len(results), "ic_mean": sum(ic) / len(ic), "ic_range": (min(ic), max(ic)),
             "sweep_mean": sum(sw) / len(sw), "sweep_range": (min(sw), max(sw)),
             "readings": {w: words.count(w) for w in READINGS}}
+
+
+def closest(ic_mean: float, sweep_mean: float, base: dict[str, dict[str, float]],
+            among: tuple[str, ...] = IGNORING) -> str:
+    """The strategy of ``among`` (default: those that read neither the query nor the items, :data:`IGNORING`)
+    whose (IC, sweep) accuracies in ``base`` (:func:`closed_forms`) lie nearest ``(ic_mean, sweep_mean)``."""
+    cands = {s: (base["ic"][s], base["sweep"][s]) for s in among
+             if base["ic"].get(s) is not None and base["sweep"].get(s) is not None}
+    return min(cands, key=lambda s: (cands[s][0] - ic_mean) ** 2 + (cands[s][1] - sweep_mean) ** 2)
+
+
+def disagreements(exact: dict[str, dict[str, float | None]], mc: dict[str, dict[str, float]], n: int) -> list[str]:
+    """Where a closed form (:func:`closed_forms`) and its oracle network (:func:`baselines` with ``n`` sequences per
+    set) differ by more than four binomial standard errors of the oracle's mean (seven for ``copy_slot``, the best
+    of ``N`` noisy slots, biased upward); ``[]`` when they agree everywhere."""
+    out = []
+    for kind, sets in (("ic", len(IC_PAIRS)), ("sweep", TaskConfig().n_items)):
+        for s, want in exact[kind].items():
+            if want is None:
+                continue
+            se = math.sqrt(max(want * (1 - want), 1e-4) / (sets * n))
+            if abs(mc[kind][s] - want) > (7 if s == "copy_slot" else 4) * se:
+                out.append(f"{s} on the {kind} sets: {mc[kind][s]:.4f} against {want:.4f}")
+    return out
+
+
+def baseline_rows(exact: dict[str, dict[str, float | None]], mc: dict[str, dict[str, float]]) -> list[dict]:
+    """One row per strategy: its closed forms (None where it has none) beside its oracle network's accuracies."""
+    return [{"strategy": s, "IC, closed form": exact["ic"][s], "IC, oracle network": mc["ic"][s],
+             "sweep, closed form": exact["sweep"][s], "sweep, oracle network": mc["sweep"][s]} for s in STRATEGIES]
+
+
+def merged(exact: dict[str, dict[str, float | None]], mc: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each strategy's accuracy from its closed form where it has one, else from its oracle network."""
+    return {k: {s: mc[k][s] if v is None else v for s, v in exact[k].items()} for k in exact}

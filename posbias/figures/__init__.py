@@ -16,6 +16,7 @@ from __future__ import annotations
 from .saving import FORMATS, SavedFigure, caption_for, resolve_glue, save, style  # first: picks the backend
 from .comparisons import hero_figure, sink_comparison_figure
 from .overtraining import bias_over_training_figure, budget_trajectories_figure
+from .standing import standing_figure
 from .wu import (alpha_profile_figure, attention_maps_figure, fig3_accuracy_figure,
                  fig3_gap_curves_figure, fig3_sweep_figure, fig4_accuracy_figure, fig4_preference_curves_figure,
                  fig4_sweep_figure, gap_bars_figure, gap_curves_figure, sink_panels_figure)
@@ -24,4 +25,5 @@ __all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigu
            "gap_curves_figure", "gap_bars_figure", "attention_maps_figure", "alpha_profile_figure",
            "sink_panels_figure", "fig3_accuracy_figure", "fig4_accuracy_figure", "fig3_sweep_figure",
            "fig4_sweep_figure", "fig3_gap_curves_figure", "fig4_preference_curves_figure",
-           "sink_comparison_figure", "hero_figure", "bias_over_training_figure", "budget_trajectories_figure"]
+           "sink_comparison_figure", "hero_figure", "bias_over_training_figure", "budget_trajectories_figure",
+           "standing_figure"]
