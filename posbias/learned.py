@@ -10,7 +10,7 @@ from typing import Any
 from . import retrieval
 
 __all__ = ["FIGURES", "Standing", "stored_results", "standings", "standing_table", "fig2_sentence",
-           "others_sentence", "jump_sentence"]
+           "others_sentence", "jump_sentence", "fig2_headline", "others_headline"]
 
 #: The trained figures read here, by the name the pages give them, and their chapters.
 FIGURES = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4", "Figure 6": "wu-fig-6",
@@ -122,3 +122,16 @@ def jump_sentence(rows_of_study: list[dict], exact: dict[str, dict[str, Any]], n
             f"strategy, and at {s['sweep_range'][0]:.3f} to {s['sweep_range'][1]:.3f} on the sweep, against the "
             f"query-ignoring ceiling of {exact['sweep']['ignore_best']:.3f} and the {nearest_sweep:.3f} of a "
             f"network that matches the query; {s['readings']['retrieves']} of them retrieve by the rule")
+
+
+def fig2_headline(profile: str = "paper") -> str:
+    """:func:`fig2_sentence` on the stored networks of ``profile``: the sentence the front page and the scoreboard
+    print (closed forms only; reads stored units, never trains)."""
+    exact = retrieval.closed_forms()
+    return fig2_sentence(standings(stored_results(profile), exact), exact)
+
+
+def others_headline(profile: str = "paper") -> str:
+    """:func:`others_sentence` on the stored networks of ``profile`` (closed forms only; never trains)."""
+    exact = retrieval.closed_forms()
+    return others_sentence(standings(stored_results(profile), exact))

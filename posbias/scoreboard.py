@@ -83,12 +83,15 @@ class Scoreboard:
 
     def figure_phrase(self, figure: str) -> str:
         """What the register's verdicts say of one figure, after Holm, e.g. ``"2 of 9 claims reproduced
-        (2 on a position shortcut), 1 contradicted, 6 inconclusive"``: the words the front page and the
+        (2 on a position shortcut; 2 on networks that do not retrieve), 1 contradicted, 6 inconclusive"``: the
+        words the front page and the
         README use for it, never "reproduced" alone."""
         js = [j for j in self.judged if j.entry.figure == figure]
         h = claims.counts(js, True)
+        marks = [f"{h['on a shortcut']} on a position shortcut"] if h["on a shortcut"] else []
+        marks += [f"{h['without retrieval']} on networks that do not retrieve"] if h["without retrieval"] else []
         parts = [f"{h['reproduced']} of {len(js)} claim{'s' if len(js) != 1 else ''} reproduced"
-                 + (f" ({h['on a shortcut']} on a position shortcut)" if h["on a shortcut"] else "")]
+                 + (f" ({'; '.join(marks)})" if marks else "")]
         parts += [f"{h[s]} {s}" for s in claims.STATUSES[1:] if h[s]]
         return ", ".join(parts)
 
@@ -230,7 +233,9 @@ class Scoreboard:
 
     def summary(self) -> dict[str, Any]:
         """Counts for prose and the front page: ``total``; ``holm_<status>`` (after Holm over the
-        register) and ``t_<status>`` (t alone), statuses with ``_`` for spaces; ``tested`` (entries
+        register) and ``t_<status>`` (t alone), statuses with ``_`` for spaces; ``holm_shortcut``,
+        ``holm_without_retrieval`` and their ``t_`` twins (reproduced on a shortcut, on networks most of which do
+        not retrieve); ``tested`` (entries
         judged), ``not_converged``, ``n_figures``, ``units_committed``, ``units_needed``."""
         h, t = self.totals(True), self.totals(False)
         out: dict[str, Any] = {"total": h["total"]}
@@ -238,6 +243,7 @@ class Scoreboard:
             out[f"holm_{s.replace(' ', '_')}"] = h[s]
             out[f"t_{s.replace(' ', '_')}"] = t[s]
         out.update(holm_shortcut=h["on a shortcut"], t_shortcut=t["on a shortcut"],
+                   holm_without_retrieval=h["without retrieval"], t_without_retrieval=t["without retrieval"],
                    cannot_reach=sum(bool(j.cannot_reach) for j in self.judged),
                    tested=sum(j.status != claims.NOT_YET for j in self.judged),
                    not_converged=sum(j.converged is False for j in self.judged), n_figures=len(self.figures()),

@@ -433,3 +433,26 @@ def layernorm_token_axis(orig):
 
 def inputs_isotropic(orig):
     return lambda sims, n, d, alpha, generator: orig(sims, n, d, 0.0, generator)  # alpha ignored
+
+
+# ----------------------------------------------------------------------------- wu-what-networks-learned
+def max_count_one(orig):
+    from fractions import Fraction
+    return lambda n, n_labels: Fraction(1)                      # the most frequent label counted once: no collisions
+
+
+def copy_slot_as_random(orig):
+    def closed_forms(config=None):
+        out = orig() if config is None else orig(config)
+        out["ic"]["copy_slot"] = out["ic"]["copy_random"]      # the best fixed slot scored as a random slot
+        return out
+    return closed_forms
+
+
+def ic_sets_without_copy(orig):
+    def ic_test_set(correct, distractor, n_seqs, seed, config=None):
+        from posbias.task import TaskConfig
+        ts = orig(correct, None, n_seqs, seed, config or TaskConfig())       # the distractor slot left alone
+        ts.name = f"IC_{correct}_{distractor}" if distractor is not None else ts.name
+        return ts
+    return ic_test_set

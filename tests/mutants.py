@@ -158,6 +158,13 @@ MUTANTS: list[Mutant] = [
            w.mean_field_decay_sign, ("kim-beyond-rope",)),
     Mutant("rope-base-tenth", f"{A}.rope_angles", "RoPE angles with a tenth of the base", w.rope_angles_base,
            ("kim-beyond-rope",)),
+    # wu-what-networks-learned
+    Mutant("sweep-ceiling-no-collisions", "posbias.retrieval.max_count_mean", "the most frequent of N labels counted "
+           "once, as if no two classes shared a label", w.max_count_one, ("wu-what-networks-learned",)),
+    Mutant("copy-slot-as-random", "posbias.retrieval.closed_forms", "the best fixed slot's closed form taken as a "
+           "random slot's", w.copy_slot_as_random, ("wu-what-networks-learned",)),
+    Mutant("ic-sets-without-copy", "posbias.task.ic_test_set", "IC test sets without the planted copy of the "
+           "correct item", w.ic_sets_without_copy, ("wu-what-networks-learned",)),
 ]
 
 BY_ID = {m.id: m for m in MUTANTS}

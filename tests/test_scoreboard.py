@@ -64,7 +64,11 @@ def test_the_readme_and_front_page_words_are_the_registers_counts(board):
 
     root = Path(__file__).resolve().parents[1]
     assert board.readme_line() in (root / "README.md").read_text()
+    from posbias import learned                 # the README's sentences on retrieval, as the library writes them
+    assert learned.fig2_headline() in (root / "README.md").read_text()
+    assert learned.others_headline() in (root / "README.md").read_text()
     intro = (root / "book" / "intro.md").read_text()
+    assert "sb_fig2_retrieval" in intro
     assert all(f"sb_words_{n}" in intro for n in (2, 3, 4, 5, 6))
     assert "experiments, reproduced" not in intro
     phrase = board.figure_phrase("Figure 6")
