@@ -37,7 +37,9 @@ _MODULES = ("posbias.lnsim", "posbias.llm")
 
 #: Experiments in data/ without a registered recomputation, and why. (sinks-streaming and
 #: lost-in-the-middle are recomputed through llm.streaming_chapter and llm.retrieval_chapter.)
-NOT_RECOMPUTABLE: dict[str, str] = {}
+NOT_RECOMPUTABLE: dict[str, str] = {
+    "wu-weights": "kept weights (and parked retrainings of them): hash-checked, and tied by their metadata to the "
+                  "committed wu-units record of the network they keep, which is recomputed as a record"}
 
 
 # --------------------------------------------------------------------------- wu-units
@@ -64,6 +66,7 @@ def verify_data(log=print) -> list[str]:
     manifest = store.load_manifest()
     on_disk = {str(p.relative_to(store.DATA)) for p in store.DATA.rglob("*.json") if p.name != "manifest.json"}
     on_disk |= {str(p.relative_to(store.DATA)) for p in parking.parked_files()}
+    on_disk |= {str(p.relative_to(store.DATA)) for p in store.DATA.rglob("*.safetensors")}
     for name in sorted(set(manifest) | on_disk):
         path = store.DATA / name
         if name not in manifest:
@@ -77,6 +80,11 @@ def verify_data(log=print) -> list[str]:
                 problems.append(f"{name}: not a part of a committed checkpoint (<key>.<i>-of-<n>.pt)")
             else:               # a part of a parked checkpoint: its hash is all there is to check
                 log(f"ok  {name} (part of a checkpoint of unfinished work)")
+        elif name.endswith(".safetensors"):
+            if (why := _weights_problem(name)) is not None:
+                problems.append(f"{name}: {why}")
+            else:
+                log(f"ok  {name} (kept weights)")
         else:
             rec = json.loads(path.read_text())
             if store.result_hash(rec.get("result")) != rec.get("result_sha256"):
@@ -95,6 +103,27 @@ def verify_data(log=print) -> list[str]:
         if (why := parking.parts_problem(target, manifest)) is not None:
             problems.append(f"{target.relative_to(store.DATA)}: {why}")
     return problems
+
+
+def _weights_problem(name: str) -> str | None:
+    """Why the kept weights ``name`` (``wu-weights/<key>.safetensors``) are not what they say, or None: their
+    metadata must name the unit whose record key is their file name, that record must be committed, and their
+    provenance must be there."""
+    from .training.units import UNIT_EXPERIMENT, VERSION
+    from .training.weights import metadata
+
+    try:
+        meta = metadata(store.DATA / name)
+    except (OSError, ValueError, KeyError) as e:
+        return f"unreadable kept weights ({type(e).__name__}: {e})"
+    if "unit" not in meta or "provenance" not in meta:
+        return "kept weights without the unit or the provenance in their metadata"
+    key = store.key_of(UNIT_EXPERIMENT, meta["unit"], VERSION)
+    if name.rsplit("/", 1)[-1] != f"{key}.safetensors":
+        return f"the unit in their metadata has the key {key}, not their file name"
+    if not (store.DATA / UNIT_EXPERIMENT / f"{key}.json").exists():
+        return f"no committed record {UNIT_EXPERIMENT}/{key}.json for the network they keep"
+    return None
 
 
 def wu_unit_record(params: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +248,7 @@ def close(a: Any, b: Any, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
 class Row:
     file: str
     experiment: str
-    recomputed: str = "no"          # yes | no | budget | unregistered | device | checkpoint | error
+    recomputed: str = "no"          # yes | no | budget | unregistered | device | checkpoint | weights | error
     max_abs: float | None = None
     tolerance: str = "-"
     verdict: str = "ok"
@@ -330,7 +359,8 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         name, _, why = p.partition(": ")
         bad_hash[name] = why
     names = sorted({str(p.relative_to(data)) for p in data.rglob("*.json") if p.name != "manifest.json"}
-                   | {str(p.relative_to(data)) for p in parking.parked_files()} | set(bad_hash))
+                   | {str(p.relative_to(data)) for p in parking.parked_files()}
+                   | {str(p.relative_to(data)) for p in data.rglob("*.safetensors")} | set(bad_hash))
     records: dict[str, dict[str, Any]] = {}
     for name in names:
         exp = name.split("/", 1)[0]
@@ -342,6 +372,10 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         if name.endswith(".pt"):        # a parked checkpoint of unfinished training: nothing to recompute
             row.recomputed = "checkpoint"
             row.notes.append("checkpoint of unfinished work; hash-checked only")
+            continue
+        if name.endswith(".safetensors"):   # kept weights: hash, metadata and record checked above
+            row.recomputed = "weights"
+            row.notes.append("kept weights; their record is recomputed as a record")
             continue
         rec = json.loads((data / name).read_text())
         row.experiment = exp = rec.get("experiment", exp)

@@ -235,3 +235,32 @@ def test_host_kinds_counts_the_committed_records_by_kind(tmp_path):
         (folder / f"{i}.json").write_text(json.dumps({"provenance": prov}))
     assert checkdata.host_kinds(data=tmp_path) == {"AuthenticAMD AVX512": 2, "mixed": 1, "not recorded": 1}
     assert sum(checkdata.host_kinds().values()) == len(list((store.DATA / "wu-units").glob("*.json")))
+
+
+def test_kept_weights_are_tied_to_their_record(data_copy, monkeypatch):
+    """Kept weights in data/ pass when listed and tied to a committed record; unlisted, naming another unit, or
+    keeping a network with no committed record, they fail with a message naming the file."""
+    import torch
+
+    from posbias.training import campaigns, weights
+
+    monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
+    units = campaigns.units_of("wu-fig-2", "paper", {})
+    unit, other = units["No PE|2"][0], units["RoPE|2"][0]
+    path = weights.save(unit, {"w_q": torch.zeros(2)}, {"note": "test"})
+    assert checkdata.verify_data(log=lambda *a: None) == []
+    rows = checkdata.run_checks(sample=0, log=lambda *a: None)
+    assert _row(rows, path, data_copy).recomputed == "weights"
+    # metadata naming another unit than the file name's
+    wrong = weights.save(other, {"w_q": torch.zeros(2)}, {"note": "test"})
+    shutil.copy(wrong, path)
+    manifest = json.loads((data_copy / "manifest.json").read_text())
+    manifest[str(path.relative_to(data_copy))] = store.file_hash(path)
+    (data_copy / "manifest.json").write_text(json.dumps(manifest))
+    problems = checkdata.verify_data(log=lambda *a: None)
+    assert problems == [f"{path.relative_to(data_copy)}: the unit in their metadata has the key "
+                        f"{wrong.stem}, not their file name"]
+    # unlisted
+    manifest.pop(str(wrong.relative_to(data_copy)))
+    (data_copy / "manifest.json").write_text(json.dumps(manifest))
+    assert f"{wrong.relative_to(data_copy)}: not in data/manifest.json" in checkdata.verify_data(log=lambda *a: None)
