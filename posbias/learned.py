@@ -10,7 +10,8 @@ from typing import Any
 from . import retrieval
 
 __all__ = ["FIGURES", "Standing", "stored_results", "standings", "standing_table", "fig2_sentence",
-           "others_sentence", "jump_sentence", "fig2_headline", "others_headline"]
+           "others_sentence", "jump_sentence", "fig2_headline", "others_headline",
+           "chapter_standings", "standing_words"]
 
 #: The trained figures read here, by the name the pages give them, and their chapters.
 FIGURES = {"Figure 2": "wu-fig-2", "Figure 3": "wu-fig-3", "Figure 4": "wu-fig-4", "Figure 6": "wu-fig-6",
@@ -135,3 +136,34 @@ def others_headline(profile: str = "paper") -> str:
     """:func:`others_sentence` on the stored networks of ``profile`` (closed forms only; never trains)."""
     exact = retrieval.closed_forms()
     return others_sentence(standings(stored_results(profile), exact))
+
+
+def chapter_standings(chapter: str, profile: str = "paper") -> list[Standing]:
+    """:func:`standings` of one trained chapter's networks under ``profile`` (the over-training chapter: its
+    fixed-budget study at the end of the budget), the closest strategies from the closed forms."""
+    from .training import budget_study, stored_campaign
+
+    if chapter == "wu-bias-over-training":
+        stored = {OVER_TRAINING: {label: [rec for _, _, rec in rows] for label, rows in budget_study().items()}}
+    else:
+        stored = {chapter: stored_campaign(chapter, profile)}
+    return standings(stored, retrieval.closed_forms())
+
+
+def standing_words(rows: list[Standing]) -> str:
+    """One sentence on a chapter's configurations: how many mostly retrieve, and which query-ignoring strategy the
+    others score like, naming them."""
+    if not rows:
+        return "None of this chapter's networks is stored yet."
+    names = {"copy_random": "copying a random context label", "copy_slot": "copying the label at one fixed slot",
+             "ignore_best": "the best strategy that ignores the query", "uniform": "guessing a label"}
+    ret = [s.label for s in rows if s.mostly_retrieves]
+    n = len(rows)
+    parts = [f"{len(ret)} of its {n} configuration{'s' if n != 1 else ''} "
+             f"{'have' if n != 1 else 'has'} most of {'their' if n != 1 else 'its'} networks retrieving"
+             + (f" ({', '.join(ret)})" if ret else "")]
+    for key, words in names.items():
+        like = [s.label for s in rows if not s.mostly_retrieves and s.closest == key]
+        if like:
+            parts.append(f"{len(like)} score{'s' if len(like) == 1 else ''} closest to {words} ({', '.join(like)})")
+    return "; ".join(parts) + "."
