@@ -272,7 +272,10 @@ def _judge_paired(entries: Sequence[claims.Entry], study: Study, end: int | None
     out = []
     for e in entries:
         common = set.intersection(*({s for s, _ in rows[c]} for c in e.configs))
-        units = {c: [bd.as_read(r, "reading", end) for s, r in rows[c] if s in common] for c in e.configs}
+        # seed order for every configuration, so that the judge pairs run i of one with run i of another
+        # (a branch's runs come in accuracy order)
+        units = {c: [bd.as_read(r, "reading", end) for s, r in sorted(rows[c], key=lambda sr: sr[0]) if s in common]
+                 for c in e.configs}
         out += claims.judge([e], {"wu-fig-2": units})
     tested = [j for j in out if j.status != claims.NOT_YET]
     for j, rejected in zip(tested, stats.holm([j.p for j in tested])):

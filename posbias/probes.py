@@ -113,10 +113,12 @@ def probe_rows(units: dict[str, object], n: int = 500) -> list[dict[str, object]
             rows.append({"configuration": label, "kept": False})
             continue
         net, task = weights.load(unit), make_task(unit.seed)
+        prov = weights.metadata(weights.kept(unit))["provenance"]
         att = class_attention(net, task, n=n)
         mem = in_weights(net, task, n=8 * n)
         err = error_slots(net, task, n=n)
-        rows.append({"configuration": label, "kept": True,
+        rows.append({"configuration": label, "kept": True, "reproduces": prov.get("reproduces"),
+                     "differs_in": prov.get("differs_in", []),
                      "own class": att["items"].tolist(), "by position": att["items_by_position"].tolist(),
                      "training classes": mem["training_classes"], "novel classes": mem["novel_classes"],
                      "wrong": err["wrong"], "error slots": err["slot"].tolist(), "outside": err["outside"]})
@@ -134,7 +136,9 @@ def probe_table(rows: list[dict[str, object]]) -> list[dict[str, object]]:
             continue
         slots = r["error slots"]
         mid = len(slots) // 2
+        same = {True: "yes, bit for bit", False: "no: " + ", ".join(r["differs_in"]), None: "trained once"}
         out.append({"configuration": r["configuration"], "weights": "kept",
+                    "reproduces its record": same[r["reproduces"]],
                     "own class, last layer (position alone)": f"{r['own class'][-1]:.3f} ({r['by position'][-1]:.3f})",
                     "training classes": f"{r['training classes']:.3f}", "novel classes": f"{r['novel classes']:.3f}",
                     "wrong": f"{r['wrong']:.3f}",

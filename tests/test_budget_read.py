@@ -125,3 +125,20 @@ def test_a_small_branch_is_shown_with_its_count_not_judged():
     row = br.claims_table({"decay|2": decay, "No PE|2": nope}).set_index("claim").loc["fig2-decay-recent-2"]
     assert "decay|2 branch 1: 1 network, not judged" in row["per branch"]
     assert "decay|2 branch 2: " in row["per branch"] and "branch 2: 9 network" not in row["per branch"]
+
+
+def test_a_branch_pairs_with_the_other_configurations_seed_by_seed():
+    """A branch's networks come in accuracy order (seeds 3, 4, 2 here), the other configurations' in seed order:
+    the judge must pair seed 2 with seed 2. Each seed's decay and No PE first-last gaps move together, so paired
+    by seed the reduction is the same 0.25 on every seed; paired in accuracy order it would scatter."""
+    shift = {2: 0.00, 3: 0.06, 4: -0.05}
+    decay = {s: _run(0.74 + 0.001 * k, -0.14, -0.15 + shift[s], 0.02) for k, s in enumerate((2, 4, 3))}
+    nope = {s: _run(0.52, 0.08, 0.10 + shift[s], 0.02) for s in (2, 3, 4)}
+    study = {"decay|2": [(s, "design", decay[s]) for s in (2, 3, 4)],
+             "No PE|2": [(s, "design", nope[s]) for s in (2, 3, 4)]}
+    (entry,) = [e for e in br._entries(list(study)) if e.id == "fig2-decay-reduces-2"]
+    (by_seed,) = br._judge_paired([entry], study)
+    branch = [(s, decay[s]) for s in (3, 4, 2)]                 # accuracy order, as branches_of gives it
+    (in_branch,) = br._judge_paired([entry], study, runs={"decay|2": branch})
+    assert by_seed.mean == pytest.approx(0.25, abs=1e-9) and in_branch.mean == pytest.approx(0.25, abs=1e-9)
+    assert in_branch.se == pytest.approx(by_seed.se, rel=1e-9)
