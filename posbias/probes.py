@@ -16,7 +16,8 @@ import torch
 from .model import EnsembleNet
 from .task import Task, TaskConfig, TestSet, ic_test_set, ic_test_sets, train_batch
 
-__all__ = ["novel_sets", "class_attention", "in_weights", "error_slots", "probe_rows", "probe_table", "PROBE_SEED"]
+__all__ = ["novel_sets", "class_attention", "in_weights", "error_slots", "probe_rows", "probe_table", "probe_words",
+           "PROBE_SEED"]
 
 #: The seed of the probes' sequences: far from the training batches and the committed test draws.
 PROBE_SEED = 20261207
@@ -136,9 +137,9 @@ def probe_table(rows: list[dict[str, object]]) -> list[dict[str, object]]:
             continue
         slots = r["error slots"]
         mid = len(slots) // 2
-        same = {True: "yes, bit for bit", False: "no: " + ", ".join(r["differs_in"]), None: "trained once"}
+        same = {True: "yes, bit for bit", False: "no: " + ", ".join(r.get("differs_in", [])), None: "trained once"}
         out.append({"configuration": r["configuration"], "weights": "kept",
-                    "reproduces its record": same[r["reproduces"]],
+                    "reproduces its record": same[r.get("reproduces")],
                     "own class, last layer (position alone)": f"{r['own class'][-1]:.3f} ({r['by position'][-1]:.3f})",
                     "training classes": f"{r['training classes']:.3f}", "novel classes": f"{r['novel classes']:.3f}",
                     "wrong": f"{r['wrong']:.3f}",
@@ -146,3 +147,26 @@ def probe_table(rows: list[dict[str, object]]) -> list[dict[str, object]]:
                         f"{x:.2f}" for x in (slots[0], slots[mid], slots[-1],
                                              sum(slots) - slots[0] - slots[mid] - slots[-1], r["outside"]))})
     return out
+
+
+def probe_words(rows: list[dict[str, object]]) -> str:
+    """What the probes of the kept networks say, in sentences with their numbers (:func:`probe_rows`)."""
+    kept = [r for r in rows if r["kept"]]
+    if not kept:
+        return "No weights are kept yet for any of these networks."
+
+    def span(xs: list[float]) -> str:
+        return f"{min(xs):.3f}" if max(xs) - min(xs) < 5e-4 else f"{min(xs):.3f} to {max(xs):.3f}"
+
+    own = [r["own class"][-1] for r in kept]
+    pos = [r["by position"][-1] for r in kept]
+    ratio = [o / p for o, p in zip(own, pos) if p > 0]
+    train_ = [r["training classes"] for r in kept]
+    novel = [r["novel classes"] for r in kept]
+    top = [max(range(len(r["error slots"])), key=lambda i: r["error slots"][i]) + 1 for r in kept]
+    names = ", ".join(r["configuration"] for r in kept)
+    return (f"Weights are kept for {len(kept)} of the {len(rows)} networks ({names}). In their last layer the query "
+            f"puts {span(own)} of its attention on the items of its own class, where its position profile alone "
+            f"would put {span(pos)} (ratio {span(ratio)}). On sequences of the training classes they answer "
+            f"{span(train_)} correctly, on novel classes {span(novel)}. Their wrong answers on the IC sets are most "
+            f"often the label at slot {', '.join(map(str, sorted(set(top))))} (1 = first).")

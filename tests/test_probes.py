@@ -72,3 +72,20 @@ def test_a_probe_refuses_an_ensemble():
     net = EnsembleNet([MemberConfig(), MemberConfig()], [0, 1], 1)
     with pytest.raises(ValueError, match="one-member"):
         probes.class_attention(net, make_task(0), n=8)
+
+
+def test_probe_words_state_the_numbers_of_the_kept_networks():
+    rows = [{"configuration": "No PE|2", "kept": True, "own class": [0.1, 0.30], "by position": [0.1, 0.25],
+             "training classes": 0.9, "novel classes": 0.52, "wrong": 0.48, "error slots": [0.5] + [0.0] * 6 + [0.5],
+             "outside": 0.0},
+            {"configuration": "RoPE|2", "kept": False}]
+    words = probes.probe_words(rows)
+    assert words.startswith("Weights are kept for 1 of the 2 networks (No PE|2).")
+    assert "0.300 of its attention" in words and "would put 0.250 (ratio 1.200)" in words
+    assert "answer 0.900 correctly, on novel classes 0.520" in words and "slot 1 (1 = first)" in words
+    none = probes.probe_words([{"configuration": "a", "kept": False}])
+    assert none == "No weights are kept yet for any of these networks."
+    table = probes.probe_table(rows)
+    assert table[1] == {"configuration": "RoPE|2", "weights": "not kept yet"}
+    assert table[0]["reproduces its record"] == "trained once"
+    assert table[0]["wrong from first / middle / last / other / none"] == "0.50 / 0.00 / 0.50 / 0.00 / 0.00"
