@@ -140,7 +140,8 @@ def probe_table(rows: list[dict[str, object]]) -> list[dict[str, object]]:
         same = {True: "yes, bit for bit", False: "no: " + ", ".join(r.get("differs_in", [])), None: "trained once"}
         out.append({"configuration": r["configuration"], "weights": "kept",
                     "reproduces its record": same[r.get("reproduces")],
-                    "own class, last layer (position alone)": f"{r['own class'][-1]:.3f} ({r['by position'][-1]:.3f})",
+                    "own class by layer (position alone)": ", ".join(
+                        f"{o:.3f} ({b:.3f})" for o, b in zip(r["own class"], r["by position"])),
                     "training classes": f"{r['training classes']:.3f}", "novel classes": f"{r['novel classes']:.3f}",
                     "wrong": f"{r['wrong']:.3f}",
                     "wrong from first / middle / last / other / none": " / ".join(
@@ -158,15 +159,18 @@ def probe_words(rows: list[dict[str, object]]) -> str:
     def span(xs: list[float]) -> str:
         return f"{min(xs):.3f}" if max(xs) - min(xs) < 5e-4 else f"{min(xs):.3f} to {max(xs):.3f}"
 
-    own = [r["own class"][-1] for r in kept]
-    pos = [r["by position"][-1] for r in kept]
-    ratio = [o / p for o, p in zip(own, pos) if p > 0]
+    ratios = [(o / b, r["configuration"], i + 1) for r in kept
+              for i, (o, b) in enumerate(zip(r["own class"], r["by position"])) if b > 0]
+    hi = max(ratios)
+    last = [r["own class"][-1] / r["by position"][-1] for r in kept if r["by position"][-1] > 0]
     train_ = [r["training classes"] for r in kept]
     novel = [r["novel classes"] for r in kept]
-    top = [max(range(len(r["error slots"])), key=lambda i: r["error slots"][i]) + 1 for r in kept]
     names = ", ".join(r["configuration"] for r in kept)
+    slots = [x for r in kept for x in r["error slots"]]
+    outside = [r["outside"] for r in kept]
     return (f"Weights are kept for {len(kept)} of the {len(rows)} networks ({names}). In their last layer the query "
-            f"puts {span(own)} of its attention on the items of its own class, where its position profile alone "
-            f"would put {span(pos)} (ratio {span(ratio)}). On sequences of the training classes they answer "
-            f"{span(train_)} correctly, on novel classes {span(novel)}. Their wrong answers on the IC sets are most "
-            f"often the label at slot {', '.join(map(str, sorted(set(top))))} (1 = first).")
+            f"puts {span(last)} times as much attention on the items of its own class as its position profile "
+            f"alone predicts; the most, over all layers, is {hi[0]:.2f} times (layer {hi[2]} of {hi[1]}). On "
+            f"sequences of the training classes they answer {span(train_)} correctly, on novel classes "
+            f"{span(novel)}. A wrong answer on the IC sets is the label of a context slot in all but {span(outside)} "
+            f"of cases, each slot giving {span(slots)} of them.")

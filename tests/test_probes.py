@@ -75,14 +75,15 @@ def test_a_probe_refuses_an_ensemble():
 
 
 def test_probe_words_state_the_numbers_of_the_kept_networks():
-    rows = [{"configuration": "No PE|2", "kept": True, "own class": [0.1, 0.30], "by position": [0.1, 0.25],
+    rows = [{"configuration": "No PE|2", "kept": True, "own class": [0.1, 0.30], "by position": [0.125, 0.25],
              "training classes": 0.9, "novel classes": 0.52, "wrong": 0.48, "error slots": [0.5] + [0.0] * 6 + [0.5],
              "outside": 0.0},
             {"configuration": "RoPE|2", "kept": False}]
     words = probes.probe_words(rows)
     assert words.startswith("Weights are kept for 1 of the 2 networks (No PE|2).")
-    assert "0.300 of its attention" in words and "would put 0.250 (ratio 1.200)" in words
-    assert "answer 0.900 correctly, on novel classes 0.520" in words and "slot 1 (1 = first)" in words
+    assert "puts 1.200 times as much attention" in words and "is 1.20 times (layer 2 of No PE|2)" in words
+    assert "answer 0.900 correctly, on novel classes 0.520" in words
+    assert "in all but 0.000 of cases, each slot giving 0.000 to 0.500 of them" in words
     none = probes.probe_words([{"configuration": "a", "kept": False}])
     assert none == "No weights are kept yet for any of these networks."
     table = probes.probe_table(rows)
