@@ -119,7 +119,7 @@ def probe_rows(units: dict[str, object], n: int = 500) -> list[dict[str, object]
         mem = in_weights(net, task, n=8 * n)
         err = error_slots(net, task, n=n)
         rows.append({"configuration": label, "kept": True, "reproduces": prov.get("reproduces"),
-                     "differs_in": prov.get("differs_in", []),
+                     "differs_in": prov.get("differs_in", []), "difference": prov.get("difference"),
                      "own class": att["items"].tolist(), "by position": att["items_by_position"].tolist(),
                      "training classes": mem["training_classes"], "novel classes": mem["novel_classes"],
                      "wrong": err["wrong"], "error slots": err["slot"].tolist(), "outside": err["outside"]})
@@ -137,7 +137,12 @@ def probe_table(rows: list[dict[str, object]]) -> list[dict[str, object]]:
             continue
         slots = r["error slots"]
         mid = len(slots) // 2
-        same = {True: "yes, bit for bit", False: "no: " + ", ".join(r.get("differs_in", [])), None: "trained once"}
+        d = r.get("difference")
+        m = d["mean_accuracy"] if d else None
+        off = ("no: " + ", ".join(r.get("differs_in", []))) if not d else (
+            f"no: mean IC {m['fresh']['ic']:.3f} against {m['stored']['ic']:.3f} stored, "
+            f"sweep {m['fresh']['sweep']:.3f} against {m['stored']['sweep']:.3f}")
+        same = {True: "yes, bit for bit", False: off, None: "trained once"}
         out.append({"configuration": r["configuration"], "weights": "kept",
                     "reproduces its record": same[r.get("reproduces")],
                     "own class by layer (position alone)": ", ".join(

@@ -97,6 +97,8 @@ def test_retrain_reproduces_a_stored_unit_and_parks(tmp_path, monkeypatch):
     (p,) = weights.retrain([other], threads=1, log=lambda s: None)
     prov = weights.metadata(p)["provenance"]
     assert prov["reproduces"] is False and "ic_accuracy" in prov["differs_in"]
+    assert prov["difference"]["max_ic_difference"] == pytest.approx(0.25)
+    assert prov["difference"]["first_differing_evaluation"] is None       # the curves were left as trained
 
 
 def test_retrain_refuses_a_unit_that_is_not_stored(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ from . import checkpoints as ck
 from .units import UNIT_EXPERIMENT, VERSION, Unit, default_threads
 
 __all__ = ["WEIGHTS", "weights_path", "kept", "save", "load", "load_state", "member_states", "metadata",
-           "compare_results", "retrain", "park"]
+           "compare_results", "difference", "retrain", "park"]
 
 WEIGHTS = "wu-weights"
 #: Fields of a result that depend on the machine's clock or on the ensemble it trained in, not on the network.
@@ -121,6 +121,21 @@ def compare_results(fresh: dict[str, Any], stored: dict[str, Any]) -> list[str]:
             != json.dumps(store.to_jsonable(stored.get(k)), sort_keys=True)]
 
 
+def difference(fresh: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """How far a retrained unit's result is from its stored one: the first evaluation step at which an IC curve
+    differs (None if none does), the largest difference of a final IC accuracy, and both mean IC and sweep
+    accuracies."""
+    steps = fresh["curves"]["step"]
+    names = [k for k in fresh["curves"] if k.startswith("IC_")]
+    first = next((s for i, s in enumerate(steps)
+                  if any(fresh["curves"][k][i] != stored["curves"][k][i] for k in names)), None)
+    mean = {w: {k: sum(r["ic_accuracy"].values()) / len(r["ic_accuracy"]) if k == "ic"
+                else sum(r["sweep_accuracy"]) / len(r["sweep_accuracy"]) for k in ("ic", "sweep")}
+            for w, r in (("fresh", fresh), ("stored", stored))}
+    most = max(abs(fresh["ic_accuracy"][k] - stored["ic_accuracy"][k]) for k in fresh["ic_accuracy"])
+    return {"first_differing_evaluation": first, "mean_accuracy": mean, "max_ic_difference": most}
+
+
 def _ckdir(part: list[Unit]) -> Path:
     return store.checkpoint_dir(WEIGHTS, {"units": ck.params_of(part)}, VERSION)
 
@@ -160,7 +175,8 @@ def retrain(part: list[Unit], *, threads: int | None = None, log: Callable[[str]
         diff = compare_results(fresh, stored)
         prov = {**collect(started=started, wall_seconds=round(time.perf_counter() - t0, 3), seeds=[u.seed]),
                 "sittings": st.get("sittings", []), "trained_again": True, "reproduces": not diff,
-                "differs_in": diff, "record": store.key_of(UNIT_EXPERIMENT, u.params(), VERSION)}
+                "differs_in": diff, "record": store.key_of(UNIT_EXPERIMENT, u.params(), VERSION),
+                **({"difference": difference(fresh, stored)} if diff else {})}
         paths.append(save(u, w, prov))
         log(f"kept the weights of depth {u.depth} {u.config.mask}/{u.config.pe} seed {u.seed}: "
             + ("reproduces its stored result bit for bit" if not diff else f"differs in {', '.join(diff)}"))
