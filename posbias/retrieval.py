@@ -29,6 +29,7 @@ Accuracies are means over the six ``IC`` sets and over the ``N`` sets of the pos
 """
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -51,6 +52,7 @@ MC_ONLY = ("dup_vote", "match_nearest")
 
 # ----------------------------------------------------------------------------------- closed forms
 
+@functools.lru_cache(maxsize=None)
 def max_count_mean(n: int, n_labels: int) -> Fraction:
     """``E[max_l #{i : l_i = l}]`` for ``n`` labels drawn uniformly and independently from ``n_labels``,
     exactly: the distribution of the largest multiplicity by counting the assignments with every label
@@ -74,8 +76,8 @@ def max_count_mean(n: int, n_labels: int) -> Fraction:
 
 def closed_forms(config: TaskConfig = TaskConfig()) -> dict[str, dict[str, float | None]]:
     """The exact mean accuracy of each strategy on the six ``IC`` sets and on the sweep; ``None`` where
-    there is no closed form (:data:`MC_ONLY`). Derivations: the Figure 2 chapter, section "What a network
-    that ignores the query scores"."""
+    there is no closed form (:data:`MC_ONLY`). Derivations: the chapter "What the trained networks learned".
+    Each call returns a fresh dict (:func:`max_count_mean`, the costly part, is computed once per size)."""
     n, b, L = config.n_items, config.burstiness, Fraction(1, config.n_labels)
     # IC sets: B copies of the query's class, one at the correct slot c; the distractor slot d keeps its own label
     same = Fraction(b - 1, n - 1)                    # P(a slot other than c holds the query's class)
