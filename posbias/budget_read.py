@@ -20,7 +20,8 @@ from .overtraining import MEASURED_ALONG
 
 __all__ = ["PAPER_STEP", "done", "complete", "networks_table", "readings_table", "branches_of", "split_words",
            "branch_table", "shape_words", "branch_sentences", "moving_table", "best_table", "claims_table",
-           "training_hours"]
+           "training_hours", "SLOTS", "SLOT_Z", "slot_accuracy", "slot_difference", "slot_words", "window_range",
+           "firm_branches", "firm_split_words", "loss_changes", "still_learning", "learning_table"]
 
 #: The paper's snapshot; read from the same long runs as the end (the mean over 50,000 to 100,000).
 PAPER_STEP = 100_000
@@ -328,3 +329,171 @@ def claims_sentence(claims) -> str:
     if judged == n:
         return f"All {n} of the study's claims are judged."
     return f"{judged} of the study's {n} claims can be judged so far; the rest wait for networks still to train."
+
+
+# --- Issue 92's rules, written and committed before they were applied to the study's networks. ---------
+
+#: Answer slots and the two IC sets whose answer sits there (``IC_<answer>_<distractor>``).
+SLOTS: dict[str, tuple[str, str]] = {"first": ("IC_first_middle", "IC_first_last"),
+                                     "middle": ("IC_middle_first", "IC_middle_last"),
+                                     "last": ("IC_last_first", "IC_last_middle")}
+#: Two answer slots are told apart when their accuracies differ by more than this many standard errors
+#: of the difference (the two-standard-error band the plateau rule uses for a gap).
+SLOT_Z = 2.0
+
+
+def slot_accuracy(reading: Mapping[str, Any]) -> dict[str, float]:
+    """A reading's accuracy by answer slot: the mean of the two IC accuracies whose answer sits in that
+    slot, ``{"first", "middle", "last"} -> float``."""
+    ic = reading["ic_accuracy"]
+    return {slot: (ic[a] + ic[b]) / 2 for slot, (a, b) in SLOTS.items()}
+
+
+def slot_difference(readings: Sequence[Mapping[str, Any]], a: str, b: str, n_test: int) -> tuple[float, float]:
+    """Mean over networks of slot ``a``'s accuracy minus slot ``b``'s and its standard error: the spread
+    between networks (sample variance / n) plus the test sets' binomial noise, which the networks share
+    (the same sequences) and which does not shrink with them. The difference is half the sum of four
+    accuracies on four independent sets with coefficients +-1/2, so its binomial variance is at most
+    ``4 * (1/4) * 1/(4 n_test) = 1/(4 n_test)``."""
+    d = np.array([slot_accuracy(r)[a] - slot_accuracy(r)[b] for r in readings], dtype=float)
+    spread = float(d.var(ddof=1)) / len(d) if len(d) > 1 else 0.0
+    return float(d.mean()), math.sqrt(spread + 1 / (4 * n_test))
+
+
+def slot_words(readings: Sequence[Mapping[str, Any]], n_test: int, z: float = SLOT_Z) -> str:
+    """Which answer slot a group of networks (their :func:`posbias.budget.reading`) serves best, in words,
+    from all three slots' own accuracies: slots are ranked by mean accuracy, and two are *told apart*
+    when their difference exceeds ``z`` standard errors (:func:`slot_difference`). The best slot is
+    named alone only when it is told apart from both others; slots not told apart are named together."""
+    acc = {s: float(np.mean([slot_accuracy(r)[s] for r in readings])) for s in SLOTS}
+    top, mid, low = sorted(SLOTS, key=lambda s: -acc[s])
+
+    def apart(x: str, y: str) -> bool:
+        m, se = slot_difference(readings, x, y, n_test)
+        return abs(m) > z * se
+
+    nums = ", ".join(f"{s} {acc[s]:.3f}" for s in (top, mid, low))
+    if apart(top, mid) and apart(top, low):
+        rest = (f"then the {mid}, then the {low}" if apart(mid, low)
+                else f"the {mid} and the {low} alike")
+        return f"the {top} item is served best, {rest} ({nums})"
+    if apart(top, low) and apart(mid, low):
+        pair = " and ".join(s for s in SLOTS if s in (top, mid))
+        return f"the {pair} items are served alike, better than the {low} ({nums})"
+    if apart(top, low):
+        return f"the {top} item is served better than the {low}; the {mid} is told from neither ({nums})"
+    return f"no slot is served differently beyond {z:g} standard errors ({nums})"
+
+
+def window_range(record: Mapping[str, Any], end: int | None = None,
+                 window: int = bd.READ_WINDOW) -> tuple[float, float]:
+    """The lowest and highest mean IC accuracy among the evaluations a network's reading averages."""
+    c = record["curves"]
+    end = int(c["step"][-1]) if end is None else int(end)
+    acc = bd.mean_accuracy(c)[bd.in_window(c["step"], end, window)]
+    return float(acc.min()), float(acc.max())
+
+
+def firm_branches(runs: Sequence[tuple[int, Mapping[str, Any]]], gap: float = bd.BRANCH_GAP,
+                  end: int | None = None) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """Branches that hold against each network's own swing (issue 92; a second reading beside the
+    design's :func:`posbias.budget.branches`, exploratory). Networks sorted by their reading of mean IC
+    accuracy; two neighbours are cut apart only when their readings differ by more than ``gap`` *and*
+    every evaluation the upper one's reading averages lies above every evaluation of the lower one's (their
+    window ranges, :func:`window_range`, do not overlap). A cut the design's rule makes but whose ranges
+    overlap is *uncertain*: the networks stay together here, and the pair ``(lower seed, upper seed)``
+    is returned. Returns ``(branches, uncertain)``, branches lowest first, each a list of seeds."""
+    if not runs:
+        return [], []
+    read = {s: bd.reading(r, end)["accuracy"] for s, r in runs}
+    span = {s: window_range(r, end) for s, r in runs}
+    order = sorted(read, key=lambda s: (read[s], s))
+    out, uncertain = [[order[0]]], []
+    for lo, hi in zip(order, order[1:]):
+        if read[hi] - read[lo] > gap and span[hi][0] > span[lo][1]:
+            out.append([hi])
+            continue
+        if read[hi] - read[lo] > gap:
+            uncertain.append((lo, hi))
+        out[-1].append(hi)
+    return out, uncertain
+
+
+def firm_split_words(runs: Sequence[tuple[int, Mapping[str, Any]]]) -> str:
+    """The firm branch count (:func:`firm_branches`) beside the design's, in words: ``"2 : 8, as the
+    design's rule"`` or ``"2 : 3 (the design's rule: 1 : 1 : 2 : 1; 2 of its cuts fall inside the
+    networks' own swing)"``."""
+    firm, uncertain = firm_branches(runs)
+    design = branches_of(runs)
+    f = " : ".join(str(len(b)) for b in firm) if len(firm) > 1 else "one branch"
+    d = " : ".join(str(len(b)) for b in design) if len(design) > 1 else "one branch"
+    if not uncertain:
+        return f"{f}, as the design's rule"
+    n = len(uncertain)
+    return f"{f} (the design's rule: {d}; {n} of its cuts fall{'s' * (n == 1)} inside the networks' own swing)"
+
+
+def loss_changes(record: Mapping[str, Any], windows: int = 4, window: int = bd.READ_WINDOW) -> list[float]:
+    """The held-out loss's least-squares change over each of the last ``windows`` non-overlapping reading
+    windows, oldest first (:func:`posbias.budget.still_moving`); ``[]`` without a held-out loss."""
+    c = record["curves"]
+    if "heldout_loss" not in c:
+        return []
+    last = int(c["step"][-1])
+    return [bd.still_moving(c["step"], c["heldout_loss"], end=last - k * window, window=window)["change"]
+            for k in reversed(range(windows))]
+
+
+def still_learning(record: Mapping[str, Any], window: int = bd.READ_WINDOW,
+                   loss_rel: float = cv.PLATEAU.loss_rel) -> dict[str, Any] | None:
+    """Is a network still learning at the end of its budget? (issue 92; exploratory.) None without a
+    held-out loss. ``learning``: the held-out loss's change over the last reading window has its 90%
+    interval entirely below zero (:func:`posbias.budget.still_moving`). ``settles_at`` (an
+    *extrapolation*): fitting the magnitudes of the last four windows' changes as a geometric sequence
+    (least squares on their logarithms, every change negative), the first later window end whose
+    extrapolated change is within ``loss_rel`` of the loss at the end (the plateau rule's loss
+    criterion); None when the changes do not shrink or are not all falls."""
+    c = record["curves"]
+    if "heldout_loss" not in c:
+        return None
+    m = bd.still_moving(c["step"], c["heldout_loss"], window=window)
+    ch = loss_changes(record, window=window)
+    loss = float(c["heldout_loss"][-1])
+    out = {"change": m["change"], "hi": m["hi"], "learning": m["hi"] < 0, "settles_at": None,
+           "ratio": None}
+    if len(ch) >= 2 and all(x < 0 for x in ch):
+        k = np.arange(len(ch), dtype=float)
+        slope, icept = np.polyfit(k, np.log(np.abs(ch)), 1)
+        out["ratio"] = float(math.exp(slope))
+        if slope < 0:
+            target = math.log(loss_rel * abs(loss))
+            n = max(0, math.ceil((target - icept) / slope - (len(ch) - 1)))
+            out["settles_at"] = int(c["step"][-1]) + n * window
+    return out
+
+
+def learning_table(study: Study):
+    """Still learning at the budget? One row per configuration with networks stored: networks with a
+    held-out loss, how many are still learning (:func:`still_learning`), the held-out loss's change over
+    the last window (range), and where the geometric trend would settle (range; an extrapolation).
+    A ``pandas.DataFrame``."""
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+    rows = []
+    for label, runs in done(study).items():
+        got = [x for x in (still_learning(r) for _, r in runs) if x is not None]
+        if not got:
+            rows.append({"configuration": label, "with a held-out loss": "not recorded", "still learning": "",
+                         "loss change over the last 50k": "", "trend settles by (extrapolation)": ""})
+            continue
+        ch = [x["change"] for x in got]
+        at = [x["settles_at"] for x in got]
+        known = sorted(a for a in at if a is not None)
+        settle = (f"{known[0]:,} to {known[-1]:,}" if known else "")
+        if len(known) < len(at):
+            settle = (settle + "; " if settle else "") + f"{len(at) - len(known)} not shrinking"
+        rows.append({"configuration": label, "with a held-out loss": len(got),
+                     "still learning": f"{sum(x['learning'] for x in got)} of {len(got)}",
+                     "loss change over the last 50k": f"{min(ch):+.3f} to {max(ch):+.3f}",
+                     "trend settles by (extrapolation)": settle})
+    return pd.DataFrame(rows)

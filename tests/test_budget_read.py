@@ -142,3 +142,111 @@ def test_a_branch_pairs_with_the_other_configurations_seed_by_seed():
     (in_branch,) = br._judge_paired([entry], study, runs={"decay|2": branch})
     assert by_seed.mean == pytest.approx(0.25, abs=1e-9) and in_branch.mean == pytest.approx(0.25, abs=1e-9)
     assert in_branch.se == pytest.approx(by_seed.se, rel=1e-9)
+
+
+def _slots(first, middle, last, n=1):
+    """Readings of ``n`` identical networks with these accuracies by answer slot."""
+    ic = {"IC_first_middle": first, "IC_first_last": first, "IC_middle_first": middle,
+          "IC_middle_last": middle, "IC_last_first": last, "IC_last_middle": last}
+    return [{"ic_accuracy": dict(ic)} for _ in range(n)]
+
+
+def test_slot_accuracy_averages_the_two_sets_whose_answer_sits_there():
+    r = {"ic_accuracy": {"IC_first_middle": 0.6, "IC_first_last": 0.7, "IC_middle_first": 0.8,
+                         "IC_middle_last": 0.9, "IC_last_first": 0.1, "IC_last_middle": 0.3}}
+    assert br.slot_accuracy(r) == pytest.approx({"first": 0.65, "middle": 0.85, "last": 0.2})
+
+
+def test_slot_difference_adds_the_shared_binomial_floor_to_the_spread():
+    reads = _slots(0.7, 0.6, 0.5, n=4)
+    m, se = br.slot_difference(reads, "first", "last", 10_000)
+    assert m == pytest.approx(0.2) and se == pytest.approx(0.005)     # no spread: the floor 1/sqrt(4 n)
+    reads[0]["ic_accuracy"]["IC_first_middle"] = 0.9                   # network 0: first 0.8
+    m, se = br.slot_difference(reads, "first", "last", 10_000)
+    d = np.array([0.3, 0.2, 0.2, 0.2])
+    assert m == pytest.approx(d.mean()) and se == pytest.approx(np.sqrt(d.var(ddof=1) / 4 + 1 / 40_000))
+
+
+def test_slot_words_name_the_middle_when_it_beats_the_last():
+    # decay|2's upper branch as the issue measured it: first 0.656, middle 0.806, last 0.760
+    words = br.slot_words(_slots(0.656, 0.806, 0.760, n=8), 10_000)
+    assert words.startswith("the middle item is served best, then the last, then the first")
+    assert "last item" not in words.split("(")[0].replace("then the last", "")
+
+
+def test_slot_words_group_slots_within_two_standard_errors():
+    se = 0.005                                                         # identical networks, n_test 10,000
+    assert br.slot_words(_slots(0.70, 0.60, 0.70 - 1.9 * se), 10_000).startswith(
+        "the first and last items are served alike, better than the middle")
+    assert br.slot_words(_slots(0.70, 0.60, 0.70 - 2.1 * se), 10_000).startswith(
+        "the first item is served best, then the last, then the middle")
+    assert br.slot_words(_slots(0.70, 0.694, 0.688), 10_000).startswith(
+        "the first item is served better than the last; the middle is told from neither")
+    assert br.slot_words(_slots(0.50, 0.505, 0.501), 10_000).startswith("no slot is served differently")
+    assert br.slot_words(_slots(0.70, 0.60, 0.60), 10_000).startswith(
+        "the first item is served best, the middle and the last alike")
+
+
+def _swinging(level, swing, seed):
+    """A network at ``level`` whose evaluations in the reading window alternate +-swing/2."""
+    r = _run(level, 0.0, 0.0, 0.0)
+    wob = np.array([(swing / 2) * (-1) ** i if s >= 450_000 else 0.0 for i, s in enumerate(STEPS)])
+    for k in [k for k in r["curves"] if k.startswith("IC_")]:
+        r["curves"][k] = list(np.asarray(r["curves"][k]) + wob)
+    return seed, r
+
+
+def test_firm_branches_keep_together_a_cut_inside_the_networks_own_swing():
+    # readings 0.20 and 0.27 (the design cuts them), but each swings by 0.10: ranges overlap
+    runs = [_swinging(0.20, 0.10, 0), _swinging(0.27, 0.10, 1), _swinging(0.60, 0.01, 2)]
+    firm, uncertain = br.firm_branches(runs)
+    assert firm == [[0, 1], [2]] and uncertain == [(0, 1)]
+    assert [[s for s, _ in b] for b in br.branches_of(runs)] == [[0], [1], [2]]
+    assert br.firm_split_words(runs) == ("2 : 1 (the design's rule: 1 : 1 : 1; 1 of its cuts falls inside "
+                                         "the networks' own swing)")
+    # small swings: the same cut holds
+    steady = [_swinging(0.20, 0.01, 0), _swinging(0.27, 0.01, 1), _swinging(0.60, 0.01, 2)]
+    assert br.firm_branches(steady) == ([[0], [1], [2]], [])
+    assert br.firm_split_words(steady) == "1 : 1 : 1, as the design's rule"
+    assert br.firm_branches([]) == ([], [])
+
+
+def _with_loss(changes_per_window, base=0.6):
+    """A network whose held-out loss falls linearly within each 50k window by the given amounts (oldest
+    first, ending at 500k), with a small alternating wobble so the fit has residuals."""
+    r = _run(0.74, 0.0, 0.0, 0.0)
+    s = np.asarray(STEPS, dtype=float)
+    loss = np.full(len(s), base)
+    start = 500_000 - 50_000 * len(changes_per_window)
+    level = base
+    for k, ch in enumerate(changes_per_window):
+        lo = start + 50_000 * k
+        sel = (s > lo) & (s <= lo + 50_000)
+        loss[sel] = level + ch * (s[sel] - lo) / 50_000
+        level += ch
+    loss[s > 500_000 - 50_000 * len(changes_per_window) - 1] += 1e-4 * (-1) ** np.arange(
+        int((s > 500_000 - 50_000 * len(changes_per_window) - 1).sum()))
+    r["curves"]["heldout_loss"] = list(loss)
+    return r
+
+
+def test_still_learning_reads_the_slope_and_extrapolates_a_geometric_trend():
+    r = _with_loss([-0.04, -0.02, -0.01, -0.005], base=0.5)
+    got = br.still_learning(r)
+    assert got["learning"] and got["change"] == pytest.approx(-0.005, abs=5e-4)
+    assert got["ratio"] == pytest.approx(0.5, rel=0.1)
+    # 1% of the final loss (~0.4250) is 0.00425: the next halving (0.0025) at 550,000 crosses it
+    assert got["settles_at"] == 550_000
+    flat = br.still_learning(_with_loss([-0.01, -0.01, -0.01, -0.01]))
+    assert flat["learning"] and flat["settles_at"] is None and flat["ratio"] == pytest.approx(1.0, rel=0.05)
+    assert br.still_learning(_run(0.5, 0, 0, 0)) is None
+    assert br.loss_changes(_run(0.5, 0, 0, 0)) == []
+
+
+def test_learning_table_counts_networks_still_learning():
+    study = {"decay|2": [(0, "design", _with_loss([-0.04, -0.02, -0.01, -0.005])),
+                         (1, "design", _with_loss([-0.01, -0.01, -0.01, -0.01])),
+                         (2, "admitted", _run(0.5, 0, 0, 0))]}
+    row = br.learning_table(study).iloc[0]
+    assert row["with a held-out loss"] == 2 and row["still learning"] == "2 of 2"
+    assert row["trend settles by (extrapolation)"].endswith("; 1 not shrinking")
