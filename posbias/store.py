@@ -37,9 +37,9 @@ from typing import Any, BinaryIO, Callable, Iterator
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sha256_file
 
 __all__ = ["DATA", "MANIFEST", "DataError", "WriteError", "write_error", "cache_dir", "key_of", "cached",
-           "checkpoint_dir", "atomic_write", "atomic_write_text", "to_jsonable", "load_manifest", "update_manifest",
-           "locked", "READ_HOOKS", "on_read", "lookup", "lookup_record", "result_name", "is_stored", "usable_entry",
-           "file_hash", "result_hash", "shown_path", "CACHE_PREFIX"]
+           "checkpoint_dir", "atomic_write", "atomic_write_text", "umask", "new_file_mode", "to_jsonable",
+           "load_manifest", "update_manifest", "locked", "READ_HOOKS", "on_read", "lookup", "lookup_record",
+           "result_name", "is_stored", "usable_entry", "file_hash", "result_hash", "shown_path", "CACHE_PREFIX"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -114,11 +114,37 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+_PROC_STATUS = Path("/proc/self/status")
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where Linux's ``/proc`` says it (elsewhere it is
+    set and restored at once)."""
+    try:
+        for line in _PROC_STATUS.read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The permission bits ``open(path, "w")`` gives a new file: ``0o666`` less the umask."""
+    return 0o666 & ~umask()
+
+
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Call ``write(f)`` on a temporary file in ``path``'s folder, fsync it, then ``os.replace`` it onto
     ``path``: a reader sees the old file or the whole new one, never a part. The temporary file is
     removed if ``write`` raises or the process is interrupted. A failed write (no space, no permission,
-    also inside torch's writer) is a :class:`WriteError` naming ``path`` and the cause."""
+    also inside torch's writer) is a :class:`WriteError` naming ``path`` and the cause.
+
+    The file gets the mode an ordinary write of a new file would (:func:`new_file_mode`), not the
+    temporary file's private ``0o600``: a run folder or a built book stays readable by whom the umask
+    lets read it."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +154,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     rec = None
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), new_file_mode())
             rec = _Recording(f)
             write(rec)
             f.flush()

@@ -3,6 +3,7 @@ import errno
 import json
 import multiprocessing as mp
 import os
+import stat
 import time
 import warnings
 
@@ -209,6 +210,40 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
         store.atomic_write(target, half_then_fail)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o077, 0o027])
+def test_atomic_write_gives_the_mode_an_ordinary_write_gives(tmp_path, mask):
+    """Not the temporary file's private 0o600: the umask's mode, as ``open(path, "w")`` gives a new file,
+    also when it replaces a file of another mode."""
+    old = os.umask(mask)
+    try:
+        assert store.umask() == mask
+        plain = tmp_path / "plain.txt"
+        plain.write_text("x")
+        store.atomic_write_text(tmp_path / "new.json", "{}")
+        replaced = tmp_path / "replaced.json"
+        replaced.write_text("old")
+        replaced.chmod(0o600)
+        store.atomic_write(replaced, lambda f: f.write(b"new"))
+    finally:
+        os.umask(old)
+    expected = 0o666 & ~mask
+    assert stat.S_IMODE(plain.stat().st_mode) == expected
+    for p in (tmp_path / "new.json", replaced):
+        assert stat.S_IMODE(p.stat().st_mode) == expected, (p.name, oct(p.stat().st_mode))
+
+
+def test_the_umask_is_read_without_changing_it(monkeypatch, tmp_path):
+    """Without Linux's /proc the umask is set and put back: either way it is what it was."""
+    old = os.umask(0o027)
+    try:
+        assert store.umask() == 0o027
+        monkeypatch.setattr(store, "_PROC_STATUS", tmp_path / "no-proc" / "status")
+        assert store.umask() == 0o027 and store.new_file_mode() == 0o640
+        assert os.umask(0o027) == 0o027
+    finally:
+        os.umask(old)
 
 
 def test_device_enters_the_key(env):
