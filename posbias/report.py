@@ -125,12 +125,26 @@ def note_figure(entry: dict[str, Any]) -> None:
     _flush()
 
 
+def _watched(stream: Any) -> bool:
+    """Whether someone watches ``stream``: a terminal (not a file, a pipe or a log)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):   # no isatty, or a closed stream
+        return False
+
+
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw: Any):
-    """A tqdm bar on stderr with an estimate; in an executed notebook it updates rarely (every 10 s)."""
-    if os.environ.get("POSBIAS_RUN_DIR"):
-        # inside papermill: a plain text bar on stderr, few updates, so the book's output stays short
-        return plain(iterable, total=total, desc=desc, file=sys.stderr, mininterval=10, ascii=True,
-                     disable=os.environ.get("POSBIAS_NO_PROGRESS") == "1", **kw)
+    """A tqdm bar with an estimate where someone watches it: a widget in Jupyter, text on a terminal's stderr.
+
+    Elsewhere it is a disabled bar (iterating, ``update`` and ``close`` work; nothing is shown): inside
+    ``posbias run`` (its executed notebook is a page of the book, and the runner's terminal shows
+    papermill's bar over the cells), with ``POSBIAS_NO_PROGRESS=1``, and when stderr is no terminal
+    (a log, a pipe, CI). So no progress text reaches a built page or a log.
+    """
+    silent = (bool(os.environ.get("POSBIAS_RUN_DIR")) or os.environ.get("POSBIAS_NO_PROGRESS") == "1"
+              or not (_in_notebook() or _watched(sys.stderr)))
+    if silent:
+        return plain(iterable, total=total, desc=desc, disable=True, **kw)
     from tqdm.auto import tqdm  # a widget in Jupyter; imported only here (it warns when widgets are missing)
 
     return tqdm(iterable, total=total, desc=desc, **kw)

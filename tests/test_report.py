@@ -75,3 +75,47 @@ def test_a_skipped_check_records_its_reason_and_passes_nothing(fresh, capsys):
     rec = json.loads((fresh / "_record.json").read_text())
     assert rec["values"]["slope-sign-skipped"] == "not resolvable at 300 simulations"
     assert rec["checks"] == [] and "SKIPPED slope-sign" in capsys.readouterr().out
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, keeping what is written to it."""
+
+    def __init__(self, tty: bool = True) -> None:
+        self.tty, self.text = tty, []
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> int:
+        self.text.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def _bar_text(monkeypatch, tty: bool, **env: str) -> str:
+    for k in ("POSBIAS_RUN_DIR", "POSBIAS_NO_PROGRESS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    err = _Terminal(tty)
+    monkeypatch.setattr("sys.stderr", err)
+    assert list(report.progress(range(16), desc="(N, w)")) == list(range(16))
+    bar = report.progress(total=3, desc="steps")
+    bar.update(3)
+    bar.close()
+    return "".join(err.text)
+
+
+def test_a_progress_bar_shows_on_a_terminal(monkeypatch):
+    assert "16/16" in _bar_text(monkeypatch, tty=True)
+
+
+@pytest.mark.parametrize("where", ["posbias run", "POSBIAS_NO_PROGRESS", "no terminal"])
+def test_no_progress_bar_inside_a_run_or_without_a_terminal(monkeypatch, tmp_path, where):
+    """A chapter run's notebook is a page of the book, a log is read later: neither gets bar text."""
+    env = {"posbias run": {"POSBIAS_RUN_DIR": str(tmp_path)}, "POSBIAS_NO_PROGRESS": {"POSBIAS_NO_PROGRESS": "1"},
+           "no terminal": {}}[where]
+    assert _bar_text(monkeypatch, tty=where != "no terminal", **env) == ""
+
