@@ -60,3 +60,31 @@ def test_resumed_steps_are_read_from_the_executed_notebook(tmp_path):
     nb.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [out]}]}))
     assert runner.resumed_steps(nb) == [(412, 1000)]
     assert runner.resumed_steps(tmp_path / "missing.ipynb") == []
+
+
+def test_an_executed_notebook_names_no_path_of_the_machine_and_its_files_are_readable(tmp_path, monkeypatch):
+    """Papermill records the notebook's input and output paths (absolute in a book build); the run keeps
+    them relative to the repository (or the name alone, outside it), and writes its files with the
+    umask's mode, like any other file (issue 98)."""
+    import stat
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    old = os.umask(0o022)
+    try:
+        res = runner.run_chapter("wu-thm-4-1", profile="smoke", out=out, quiet=True)
+    finally:
+        os.umask(old)
+    assert res.code == 0, res.message
+    text = (out / "wu-thm-4-1.ipynb").read_text()
+    for absolute in (str(tmp_path), str(runner.ROOT), os.path.expanduser("~")):
+        assert len(absolute) < 2 or absolute not in text, f"the executed notebook names {absolute}"
+    meta = json.loads(text)["metadata"]["papermill"]
+    assert (meta["input_path"], meta["output_path"]) == ("notebooks/wu-thm-4-1.md", "wu-thm-4-1.ipynb")
+    for name in ("wu-thm-4-1.ipynb", "results.json"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o644, name
+
+
+def test_paths_in_the_repository_are_kept_relative_to_it_and_others_by_name(tmp_path):
+    assert runner.repo_relative(runner.ROOT / "book" / "_executed" / "x" / "x.ipynb") == "book/_executed/x/x.ipynb"
+    assert runner.repo_relative(tmp_path / "elsewhere" / "x.ipynb") == "x.ipynb"
