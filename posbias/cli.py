@@ -230,6 +230,38 @@ def _cmd_keep_weights(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_jump(args: argparse.Namespace) -> int:
+    """Train the jump study's networks (posbias.jump) with their weights kept along training, or park them."""
+    from . import jump  # lazy: torch
+    from .training import snapshots
+
+    roles = args.role or list(jump.SEEDS)
+    unknown = sorted(set(roles) - set(jump.SEEDS))
+    if unknown:
+        print(f"error: no role {', '.join(map(repr, unknown))}; the study has {', '.join(map(repr, jump.SEEDS))}",
+              file=sys.stderr)
+        return 2
+    if args.threads is not None and args.threads < 1:
+        print(f"error: --threads must be at least 1, not {args.threads}", file=sys.stderr)
+        return 2
+    if args.write_data:
+        os.environ["POSBIAS_WRITE_DATA"] = "1"
+    units, log = jump.units(), _stderr_log(args.quiet)
+    if args.park:
+        n = sum(snapshots.park(units[r], jump.EVERY, log=log) for r in roles)
+        print(f"jump: {n} unfinished run(s) parked in data/checkpoints/{snapshots.EXPERIMENT}")
+        return 0
+    try:
+        for r in roles:
+            snapshots.train(units[r], jump.EVERY, stored=jump.stored_result(r), threads=args.threads or 1, log=log)
+    except KeyboardInterrupt:
+        print("jump: stopped; the run keeps its checkpoint and its snapshots: run the same command again to resume, "
+              "or add --park --write-data to commit it", file=sys.stderr)
+        return 130
+    print(f"jump: {len(roles)} network(s) trained with weights every {jump.EVERY:,}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="posbias", description="Run, re-run and build the posbias book.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -335,6 +367,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-data", action="store_true", help="keep the weights in data/ and its manifest (maintainers)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_cmd_keep_weights)
+
+    p = sub.add_parser(
+        "jump", help="train the jump study's networks with weights kept along training (issue 92)",
+        description="Trains decay|2 seed 5 (a network that left its plateau in the fixed-budget study) and seed 0 "
+                    "(one that never did) again, alone, keeping their weights every 25,000 iterations (posbias.jump "
+                    "holds the design). Resumable; --park commits an unfinished run's checkpoint.")
+    p.add_argument("--role", action="append", metavar="ROLE", help="'jumper' or 'non-jumper' (default both)")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch threads (default 1)")
+    p.add_argument("--park", action="store_true", help="train nothing: commit unfinished checkpoints")
+    p.add_argument("--write-data", action="store_true", help="keep the weights in data/ and its manifest (maintainers)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_cmd_jump)
 
     args = parser.parse_args(argv)
     try:

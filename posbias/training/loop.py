@@ -294,7 +294,9 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
                 progress: bool = True, threads: int | None = None, autocast_bf16: bool = False,
                 keep_checkpoint: bool = False, log: ck.Log = print,
                 on_step: Callable[[int], None] | None = None,
-                stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
+                stop: Callable[[], bool] | None = None,
+                snapshot_every: int = 0,
+                on_snapshot: Callable[[int, "Ensemble"], None] | None = None) -> list[dict[str, Any]]:
     """Train ``units`` (all of one :meth:`Unit.shape_key`) as one ensemble; one result dict per unit.
 
     Every ``eval_every`` steps (and at the end) the six ``IC`` accuracies are measured on the fixed
@@ -308,6 +310,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
     (:func:`flushed_denormals`; results unchanged). ``on_step(done)`` is called after every step (progress reports).
     ``stop()`` is asked before every step: True stops the training as a signal does (a Dask
     worker's task, whose thread receives no signals, is stopped this way by its driver).
+    ``on_snapshot(done, run)`` is called at step 0 and after every ``snapshot_every``-th step (weights along
+    training, :mod:`.snapshots`), before any checkpoint of that step, so a resumed run misses none.
     """
     if len({u.shape_key() for u in units}) != 1:
         raise ValueError("units of one ensemble must share depth and training settings")
@@ -329,6 +333,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
         with ck.deferred_signals() as got:    # a signal stops training between two steps, never inside one
             if run.start == 0 and not run.curves["step"]:
                 run.evaluate(0)
+            if run.start == 0 and on_snapshot is not None and snapshot_every:
+                on_snapshot(0, run)
             for step in range(run.start, steps):
                 if done == steps:
                     break
@@ -344,6 +350,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
                     bar.update(1)
                 if on_step is not None:
                     on_step(done)
+                if on_snapshot is not None and snapshot_every and done % snapshot_every == 0:
+                    on_snapshot(done, run)
                 if ckpt is not None and (time.monotonic() - t_last > interval) and done < steps:
                     ck.save(ckpt, run.state(done, t0))
                     t_last = time.monotonic()

@@ -1,0 +1,132 @@
+"""The decay | 2 jump read as the learning of retrieval (issue 92): the design, declared before its networks
+trained, and the probes along training it is read with.
+
+In the fixed-budget study (:mod:`posbias.budget`) 8 of decay | 2's 10 networks leave the 0.515 plateau at
+175,000-225,000 iterations; two never do. Is the jump the moment the network starts to retrieve (find the
+item matching the query), as Reddy (2024)'s abrupt in-context learning after a plateau would suggest?
+
+Design (:data:`DESIGN`):
+
+- **Networks.** decay | 2 under the study's own units (500,000 iterations, evaluations every 5,000 with the
+  held-out loss and the position sweep): seed 5, whose study network left its plateau at 180,000 (a jumper),
+  and seed 0, whose network never did (the lower branch). Each is trained again alone, from its seed, with its
+  weights kept at step 0 and every :data:`EVERY` iterations (:mod:`posbias.training.snapshots`); whether it
+  reproduces its stored network bit for bit is recorded, and a network that does not is read as what it is.
+- **Probes at every kept step** (:func:`probe_series`): the query's attention on the items of its own class
+  against its position profile in the last layer (:func:`posbias.probes.class_attention`, ``n`` =
+  :data:`N_PROBE` per slot), accuracy on training against novel classes (:func:`posbias.probes.in_weights`),
+  and on the ``IC`` sets which slot's label a wrong answer gives (:func:`posbias.probes.error_slots`). From the
+  record's own curves, every 5,000: mean IC accuracy, the first-last gap, the sweep's mean accuracy.
+- **When a quantity moves** (:func:`half_change`): its *start* is its mean over the 50,000 iterations
+  before the paper's 100,000, its *end* its mean over the last 50,000 evaluated; it *moves* when
+  ``|end - start| >=`` :data:`MOVE` and then moves at the first step after 100,000 from which two
+  consecutive values have covered at least half of ``end - start``. One quantity moves *before* another
+  when its half-change step is earlier by more than :data:`EVERY` (one snapshot interval).
+- **Predictions** (:data:`PREDICTIONS`), written before any snapshot exists: if the jump is the learning of
+  retrieval, then in the jumper (H1) the sweep's mean accuracy moves above the ceiling of every network that
+  ignores the query (:data:`posbias.retrieval` ``sweep_ceiling``, 0.2081) and (H2) the last layer's
+  own-class attention ratio moves up, both within two snapshot intervals of the mean IC accuracy's half-change,
+  and (H3) in the non-jumper neither moves. (H4) If the plateau networks memorise the training classes, their
+  training-class accuracy exceeds their novel-class accuracy by more than :data:`MOVE` at the end.
+
+Grounds: :data:`MOVE` is the study's unit of a substantive difference (:data:`posbias.budget.JUMP`, five
+standard errors of a mean accuracy difference); a ratio of attention masses shares it, as a change of one
+twentieth of the mass is visible in every probe table of the book. Two snapshot intervals (50,000) are the
+study's reading window.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import budget as bd
+
+__all__ = ["EVERY", "SEEDS", "N_PROBE", "MOVE", "DESIGN", "PREDICTIONS", "units", "half_change", "moves_before",
+           "core_hours", "stored_result"]
+
+#: Weights kept every this many iterations.
+EVERY = 25_000
+#: The two networks: one that left the plateau in the study, one that never did.
+SEEDS: dict[str, int] = {"jumper": 5, "non-jumper": 0}
+#: Probe sequences per slot (class attention), and per probe set for the other probes: n, 8n, 4n.
+N_PROBE = 500
+#: A quantity moves when its end and start differ by at least this (the study's JUMP).
+MOVE = bd.JUMP
+#: Where a quantity's start is read: the 50,000 iterations before the paper's 100,000.
+START = (50_000, 100_000)
+
+DESIGN: dict[str, Any] = {
+    "config": "decay|2", "profile": "budget", "seeds": dict(SEEDS), "every": EVERY, "n_probe": N_PROBE,
+    "move": MOVE, "start": list(START), "end": "mean over the last 50,000 iterations evaluated",
+    "half_change": "first step after 100,000 from which two consecutive values cover half of end - start",
+    "before": f"half-change earlier by more than {EVERY:,}",
+    "elsewhere": {
+        "decay|4": {"seeds": [0, 1, 2, 3, 4], "steps": 500_000, "weights": "final and best", "every": None},
+        "No PE|2": {"seeds": [5], "steps": 500_000, "weights": f"every {EVERY:,}",
+                    "question": "training-class against novel-class accuracy along training (memorising?)"},
+        "price": "core_hours(): the study's measured cost per step and per evaluation at depth 2 (8.53 ms, "
+                 "1.4 s), scaled by depth (the chapter's cost model, 0.0045 s x depth)",
+        "status": "declared; not started (no device lent; the two cores are held by the campaigns above)"},
+}
+#: The study's measured costs at depth 2 (the over-training chapter's ``cost_plan``), scaled by depth.
+MS_PER_STEP_2, EVAL_SECONDS_2 = 8.53, 1.4
+
+PREDICTIONS: dict[str, str] = {
+    "H1": "jumper: the sweep's mean accuracy moves, ending above 0.2081, its half-change within 50,000 of the "
+          "mean IC accuracy's",
+    "H2": "jumper: the last layer's own-class attention ratio (items, against the position profile) moves up, "
+          "its half-change within 50,000 of the mean IC accuracy's",
+    "H3": "non-jumper: neither the sweep's mean accuracy nor the own-class attention ratio moves",
+    "H4": "at the end, training-class accuracy exceeds novel-class accuracy by more than 0.05 in the non-jumper",
+}
+
+
+def units() -> dict[str, Any]:
+    """The design's two units: ``{"jumper": Unit, "non-jumper": Unit}`` (the study's decay | 2 units)."""
+    from .training.campaigns import units_of
+
+    us = {u.seed: u for u in units_of("wu-bias-over-training", "budget", {}, admit=False)["decay|2"]}
+    return {role: us[seed] for role, seed in SEEDS.items()}
+
+
+def stored_result(role: str) -> dict[str, Any] | None:
+    """The result the study stored for ``role``'s network (its design record, or the admitted record of the
+    earlier campaign), which the run trained again is compared with; None when neither is stored."""
+    from .training.campaigns import admitted_record, lookup
+
+    u = units()[role]
+    return lookup(u) or admitted_record("wu-bias-over-training", "decay|2", u)
+
+
+def half_change(steps: Sequence[int], values: Sequence[float], move: float = MOVE,
+                start: tuple[int, int] = START, window: int = bd.READ_WINDOW) -> dict[str, Any]:
+    """When ``values`` (at ``steps``) moves, by the design's rule: ``{"start", "end", "moves", "at"}``;
+    ``at`` is the half-change step (None when it does not move or never covers half)."""
+    s, v = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    a = float(v[(s >= start[0]) & (s <= start[1])].mean())
+    b = float(v[s >= s[-1] - window].mean())
+    out: dict[str, Any] = {"start": a, "end": b, "moves": abs(b - a) >= move, "at": None}
+    if not out["moves"]:
+        return out
+    frac = (v - a) / (b - a)
+    later = np.flatnonzero(s > start[1])
+    for i, j in zip(later, later[1:]):
+        if frac[i] >= 0.5 and frac[j] >= 0.5:
+            out["at"] = int(s[i])
+            break
+    return out
+
+
+def moves_before(a: Mapping[str, Any], b: Mapping[str, Any], every: int = EVERY) -> bool | None:
+    """Does quantity ``a`` move before ``b`` (both :func:`half_change`)? None when either does not move."""
+    if a["at"] is None or b["at"] is None:
+        return None
+    return b["at"] - a["at"] > every
+
+
+def core_hours(depth: int, steps: int = 500_000, networks: int = 1) -> float:
+    """Core-hours of ``networks`` networks of ``depth`` trained ``steps`` with an evaluation every 5,000, at the
+    study's measured depth-2 costs scaled by depth (:data:`MS_PER_STEP_2`, :data:`EVAL_SECONDS_2`)."""
+    per = steps * MS_PER_STEP_2 * depth / 2 / 1000 + (steps // bd.EVAL_EVERY + 1) * EVAL_SECONDS_2 * depth / 2
+    return networks * per / 3600

@@ -1,0 +1,47 @@
+"""posbias.jump: the design of the study of the jump, and its timing rule on curves of known shape."""
+import numpy as np
+import pytest
+
+from posbias import budget as bd, jump
+
+STEPS = list(range(0, 500_001, 5000))
+
+
+def _sigmoid(at, lo=0.5, hi=0.75, width=5000.0):
+    s = np.asarray(STEPS, dtype=float)
+    return lo + (hi - lo) / (1 + np.exp(-(s - at) / width))
+
+
+def test_half_change_finds_the_middle_of_a_step():
+    got = jump.half_change(STEPS, _sigmoid(177_500))    # the middle between two evaluations
+    assert got["moves"] and got["start"] == pytest.approx(0.5, abs=1e-6) and got["end"] == pytest.approx(0.75)
+    assert got["at"] == 180_000
+    down = jump.half_change(STEPS, _sigmoid(197_500, lo=0.3, hi=0.1))
+    assert down["moves"] and down["at"] == 200_000
+
+
+def test_a_change_below_the_unit_does_not_move():
+    got = jump.half_change(STEPS, _sigmoid(177_500, lo=0.5, hi=0.5 + 0.99 * bd.JUMP))
+    assert not got["moves"] and got["at"] is None
+    assert jump.half_change(STEPS, _sigmoid(177_500, lo=0.5, hi=0.5 + 1.01 * bd.JUMP))["at"] == 180_000
+
+
+def test_one_spike_past_half_is_not_a_move():
+    v = _sigmoid(300_000)
+    v[STEPS.index(150_000)] = 0.74                    # a single evaluation past half, then back
+    assert jump.half_change(STEPS, v)["at"] == 300_000
+
+
+def test_moves_before_needs_more_than_one_snapshot_interval():
+    a, b = {"at": 150_000}, {"at": 150_000 + jump.EVERY}
+    assert jump.moves_before(a, b) is False
+    assert jump.moves_before(a, {"at": 150_000 + jump.EVERY + 5000}) is True
+    assert jump.moves_before({"at": None}, b) is None
+
+
+def test_the_design_names_one_jumper_and_one_non_jumper_and_prices_the_rest():
+    assert jump.DESIGN["seeds"] == {"jumper": 5, "non-jumper": 0} and jump.EVERY == 25_000
+    assert set(jump.PREDICTIONS) == {"H1", "H2", "H3", "H4"}
+    # 500,000 steps at 8.53 ms and 101 evaluations at 1.4 s, at depth 2
+    assert jump.core_hours(2) == pytest.approx((500_000 * 8.53e-3 + 101 * 1.4) / 3600)
+    assert jump.core_hours(4, networks=5) == pytest.approx(10 * jump.core_hours(2))
