@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "flushes_denormals", "numerics", "kernel_kind",
-           "host_kind", "device_info",
+           "host_kind", "device_info", "MIXED", "SUMMARY_FIELDS", "sitting_numerics", "summary", "with_summary",
+           "summary_contradictions", "uncommitted_sittings", "unit_words",
            "collect", "canonical_json", "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,20 +39,26 @@ def sha256_file(path: str | Path) -> str:
 
 
 def git_state(root: Path = ROOT) -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the repository holding the code.
+    """``{"commit": sha or None, "dirty": bool or None}`` of the repository holding the code; without a
+    commit, ``commit_missing_reason`` says why (git's own words: no repository, no git), so that a
+    sitting never lacks its commit silently (issue 95). ``dirty`` looks at tracked files of ``posbias/``
+    and ``notebooks/`` only.
 
     ``POSBIAS_GIT_COMMIT`` overrides (for builds from an exported tree)."""
     if os.environ.get("POSBIAS_GIT_COMMIT"):
         return {"commit": os.environ["POSBIAS_GIT_COMMIT"], "dirty": os.environ.get("POSBIAS_GIT_DIRTY") == "1"}
+    why = None
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=10).stdout.strip() or None
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        commit = head.stdout.strip() or None
+        if commit is None:
+            why = (head.stderr.strip().splitlines() or [f"git rev-parse HEAD exited {head.returncode}"])[0][:200]
         status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "posbias", "notebooks"],
                                 cwd=root, capture_output=True, text=True, timeout=10)
         dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        commit, dirty = None, None
-    return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError) as e:
+        commit, dirty, why = None, None, f"git could not be run ({type(e).__name__}: {str(e)[:160]})"
+    return {"commit": commit, "dirty": dirty, **({"commit_missing_reason": why} if commit is None else {})}
 
 
 def package_versions() -> dict[str, str]:
@@ -143,8 +150,10 @@ def is_gpu(device: str | None) -> bool:
 
 
 def sitting_device(sitting: dict[str, Any], prov: dict[str, Any]) -> str:
-    """The device one of ``prov``'s sittings ran on: its own, else the record's, else the CPU."""
-    return str(sitting.get("device") or prov.get("device") or "cpu")
+    """The device one of ``prov``'s sittings ran on: its own, else the record's (unless that says
+    :data:`MIXED`), else the CPU."""
+    own = prov.get("device")
+    return str(sitting.get("device") or (own if own != MIXED else None) or "cpu")
 
 
 def host_kind(prov: dict[str, Any]) -> str:
@@ -159,6 +168,149 @@ def host_kind(prov: dict[str, Any]) -> str:
     if None in kinds:
         return "not recorded"
     return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+# --------------------------------------------------------------------------- a unit's summary
+
+#: What a summary field says where its sittings disagree; the distinct values, in the order the
+#: sittings first give them, are listed under the summary's ``mixed`` (``{"device": ["cuda", "cpu"]}``).
+MIXED = "mixed"
+#: The fields of a trained unit's summary (the top of its provenance) that describe where and with what it
+#: trained: each is derived from the unit's sittings (:func:`summary`), never set beside them. ``packages``
+#: and ``git`` are summarised key by key (``packages.torch``, ``git.commit``, ``git.dirty``).
+SUMMARY_FIELDS = ("device", "device_name", "cpu", "cpu_count", "machine", "cuda_available", "platform", "python",
+                  "packages", "git", "numerics", "torch_threads")
+_BY_KEY = ("packages", "git")
+#: Keys of a sitting's ``git`` that are no fact of the code (why a commit is missing): not summarised.
+_NOT_SUMMARISED = ("commit_missing_reason",)
+
+
+def sitting_numerics(sitting: dict[str, Any]) -> dict[str, Any] | None:
+    """What decides the bits of one sitting's training: its :func:`numerics` and the kind of device it ran
+    on (``"GPU <name>"``, else :func:`kernel_kind` of its CPU: Intel and AMD AVX-512 hosts round otherwise,
+    and a GPU sitting's ``numerics`` name only its host's CPU). None for a sitting without numerics."""
+    if sitting.get("numerics") is None:
+        return None
+    dev = sitting_device(sitting, {})
+    host = f"GPU {sitting.get('device_name') or dev}" if is_gpu(dev) else kernel_kind(sitting.get("cpu"))
+    return {**sitting["numerics"], "host": host}
+
+
+def summary(sittings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A unit's summary, derived from its ``sittings`` (oldest first) and from nothing else: each field
+    of :data:`SUMMARY_FIELDS` is the sittings' common value (None where none records it), or
+    :data:`MIXED` with the distinct values listed under ``mixed`` (``"packages.torch"``, ``"git.commit"``
+    for the keyed fields); ``numerics_uniform`` is True only where every sitting records its numerics
+    and they agree, with the kind of device they ran on (:func:`sitting_numerics`), False where they
+    do not, None where no sitting records them."""
+    out: dict[str, Any] = {}
+    mixed: dict[str, list[Any]] = {}
+
+    def common(name: str, values: list[Any]) -> Any:
+        distinct: list[Any] = []
+        for v in values:
+            if v not in distinct:
+                distinct.append(v)
+        if len(distinct) <= 1:
+            return distinct[0] if distinct else None
+        mixed[name] = distinct
+        return MIXED
+
+    for f in SUMMARY_FIELDS:
+        if f in _BY_KEY:
+            keys = dict.fromkeys(k for s in sittings for k in (s.get(f) or {}) if k not in _NOT_SUMMARISED)
+            out[f] = {k: common(f"{f}.{k}", [(s.get(f) or {}).get(k) for s in sittings]) for k in keys}
+        else:
+            out[f] = common(f, [s.get(f) for s in sittings])
+    nums = [sitting_numerics(s) for s in sittings]
+    if any(n is not None for n in nums):
+        out["numerics_uniform"] = all(n is not None for n in nums) and all(n == nums[0] for n in nums)
+    else:
+        out["numerics_uniform"] = None
+    out["mixed"] = mixed
+    return out
+
+
+def with_summary(prov: dict[str, Any], sittings: list[dict[str, Any]]) -> dict[str, Any]:
+    """``prov`` (a record's provenance: its start, wall time, seeds) with ``sittings`` and their
+    :func:`summary` over every summary field it had: what a stored unit's provenance is. Without
+    sittings, ``prov`` as it is (a record without sittings is its own one sitting)."""
+    if not sittings:
+        return dict(prov)
+    summ = summary(sittings)
+    if not summ["mixed"]:
+        del summ["mixed"]                   # nothing mixed: no list to give
+    return {**prov, **summ, "sittings": sittings}
+
+
+def _at(prov: dict[str, Any], name: str) -> Any:
+    head, _, key = name.partition(".")
+    value = prov.get(head)
+    return (value or {}).get(key) if key and isinstance(value, dict) else (None if key else value)
+
+
+def _names(summ: dict[str, Any], prov: dict[str, Any]) -> list[str]:
+    """The field names to compare: every flat summary field, and every key of a keyed one in either."""
+    out = []
+    for f in SUMMARY_FIELDS:
+        if f in _BY_KEY:
+            keys = dict.fromkeys([*(summ.get(f) or {}), *((prov.get(f) or {}) if isinstance(prov.get(f), dict)
+                                                         else {})])
+            out += [f"{f}.{k}" for k in keys if k not in _NOT_SUMMARISED]
+        else:
+            out.append(f)
+    return out + ["numerics_uniform"]
+
+
+def summary_contradictions(prov: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where a stored unit's provenance ``prov`` contradicts itself, as ``(field, what)`` pairs (empty
+    when it does not):
+
+    - a summary field (:data:`SUMMARY_FIELDS`, ``numerics_uniform``) whose stated value, or list of
+      mixed values, is not what :func:`summary` derives from its sittings (a field a summary lacks
+      reads as None);
+    - a sitting that records no commit and does not say why (its ``git.commit_missing_reason``, or the
+      record's ``commit_missing_reason`` for sittings stored before sittings could say it).
+
+    A record without sittings is one sitting, its own provenance: only the second rule applies."""
+    out: list[tuple[str, str]] = []
+    sittings = prov.get("sittings") or []
+    if sittings:
+        want, stated_mixed = summary(sittings), prov.get("mixed") or {}
+        for name in _names(want, prov):
+            got, should = _at(prov, name), _at(want, name)
+            got_list, should_list = stated_mixed.get(name), want["mixed"].get(name)
+            if got != should or (should == MIXED and got_list != should_list):
+                said = f"{got!r}" + (f" {got_list!r}" if got == MIXED else "")
+                out.append((name, f"says {said}, its sittings {should!r}"
+                                  + (f" {should_list!r}" if should == MIXED else "")))
+        extra = sorted(set(stated_mixed) - set(want["mixed"]))
+        if extra:
+            out.append(("mixed", f"lists {', '.join(extra)} as mixed, its sittings agree in them"))
+    for i, s in enumerate(sittings or [prov]):
+        git = s.get("git") or {}
+        if not git.get("commit") and not git.get("commit_missing_reason") and not prov.get("commit_missing_reason"):
+            where = f"sitting {i + 1} of {len(sittings)}" if sittings else "the record (its own sitting)"
+            out.append(("git.commit", f"{where} records no commit and does not say why"))
+    return out
+
+
+def unit_words(params: dict[str, Any]) -> str:
+    """A trained unit named from its stored ``params`` for a message: ``"decay/none depth 2 seed 9, 500,000
+    steps"``, with its window, prefix, trained slots, residual stream and test draw where set."""
+    p = params
+    extra = [f"{k} {p[k]}" for k in ("window", "prefix", "target_slots") if p.get(k) is not None]
+    extra += ["residual"] if p.get("residual") else []
+    extra += [f"test draw {p['test_seed']}"] if p.get("test_seed") is not None else []
+    steps = f", {p['steps']:,} steps" if isinstance(p.get("steps"), int) else ""
+    return (f"{p.get('mask')}/{p.get('pe')} depth {p.get('depth')} seed {p.get('seed')}{steps}"
+            + (f" ({', '.join(extra)})" if extra else ""))
+
+
+def uncommitted_sittings(prov: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sittings of a stored unit (a record without sittings: the record) that trained from a tree
+    with uncommitted changes to ``posbias/`` or ``notebooks/`` (``git.dirty`` true)."""
+    return [s for s in prov.get("sittings") or [prov] if (s.get("git") or {}).get("dirty") is True]
 
 
 def device_info(device: str | None = None) -> dict[str, Any]:

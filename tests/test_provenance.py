@@ -1,6 +1,8 @@
 """posbias.provenance: what a stored result says about the code, the environment and the processor."""
+import copy
 from pathlib import Path
 
+import pytest
 import torch
 
 from posbias import provenance
@@ -99,3 +101,145 @@ def test_is_gpu_and_sitting_device_are_the_one_reading_of_a_device():
     assert (kind("cuda:1"), kind(None)) == ("gpu", "cpu")
     assert provenance.host_kind({"device": "cuda", "sittings": [{"cpu": {"vendor": "A", "torch_capability": "X"}}]}) \
         == "GPU"                                                  # the record's device, where the sitting has none
+
+
+# --------------------------------------------------------------------------- a unit's summary (issue 95)
+
+NUM = {"cpu_capability": "AVX512", "torch_threads": 1, "flush_denormal": True, "engine": "v2"}
+AMD = {"vendor": "AuthenticAMD", "model_name": "AMD EPYC", "torch_capability": "AVX512"}
+INTEL = {"vendor": "GenuineIntel", "model_name": "Intel(R) Xeon(R) Processor", "torch_capability": "AVX512"}
+
+
+def _sitting(**kw):
+    """A sitting as training records it (provenance.collect plus where it began), CPU by default."""
+    base = {"device": "cpu", "cpu": AMD, "cpu_count": 2, "machine": "x86_64", "cuda_available": False,
+            "platform": "Linux", "python": "3.11.7", "packages": {"torch": "2.13.0+cpu", "numpy": "2.4.6"},
+            "git": {"commit": "a" * 40, "dirty": False}, "numerics": NUM, "torch_threads": 1, "from_step": 0}
+    return {**base, **kw}
+
+
+GPU = _sitting(device="cuda", device_name="NVIDIA H200", cpu=INTEL, cpu_count=16, cuda_available=True,
+               python="3.12.3", packages={"torch": "2.11.0", "numpy": "2.5.2"},
+               git={"commit": "d" * 40, "dirty": True})
+
+
+def test_a_summary_is_the_sittings_common_value_or_mixed_with_the_list():
+    """Where the sittings agree, the summary says their value; where they do not, "mixed" and the distinct
+    values in the order the sittings first give them. The GPU sittings of issue 95's confirmation units
+    record the same numerics as their CPU sitting (a GPU sitting's numerics name its host's CPU), so the
+    numerics agree and numerics_uniform is still False: the device they ran on differs."""
+    same = provenance.summary([_sitting(), _sitting(from_step=5)])
+    assert same["device"] == "cpu" and same["python"] == "3.11.7" and same["packages"]["torch"] == "2.13.0+cpu"
+    assert same["numerics"] == NUM and same["numerics_uniform"] is True and same["mixed"] == {}
+    assert same["git"] == {"commit": "a" * 40, "dirty": False} and same["device_name"] is None
+
+    cpu = _sitting(from_step=19025)
+    s = provenance.summary([GPU, GPU, cpu])
+    assert s["device"] == "mixed" and s["mixed"]["device"] == ["cuda", "cpu"]
+    assert s["python"] == "mixed" and s["mixed"]["python"] == ["3.12.3", "3.11.7"]
+    assert s["packages"]["torch"] == "mixed" and s["mixed"]["packages.torch"] == ["2.11.0", "2.13.0+cpu"]
+    assert s["git"]["commit"] == "mixed" and s["mixed"]["git.commit"] == ["d" * 40, "a" * 40]
+    assert s["git"]["dirty"] == "mixed" and s["mixed"]["git.dirty"] == [True, False]
+    assert s["numerics"] == NUM and s["numerics_uniform"] is False
+    assert s["cpu"] == "mixed" and s["mixed"]["cpu"] == [INTEL, AMD]
+    # two CPUs of one vendor and the same numerics are uniform; Intel and AMD AVX-512 round otherwise
+    assert provenance.summary([_sitting(), _sitting(cpu={**AMD, "model": "2"})])["numerics_uniform"] is True
+    assert provenance.summary([_sitting(), _sitting(cpu=INTEL)])["numerics_uniform"] is False
+
+
+def test_numerics_uniform_is_true_only_when_every_sitting_records_the_same_numerics():
+    other = {**NUM, "torch_threads": 2}
+    assert provenance.summary([_sitting(), _sitting(numerics=other)])["numerics_uniform"] is False
+    part = provenance.summary([{k: v for k, v in _sitting().items() if k != "numerics"}, _sitting()])
+    assert part["numerics"] == "mixed" and part["mixed"]["numerics"] == [None, NUM]
+    assert part["numerics_uniform"] is False                       # one sitting's numerics are not known
+    none = provenance.summary([{k: v for k, v in _sitting().items() if k != "numerics"}])
+    assert none["numerics"] is None and none["numerics_uniform"] is None     # nothing recorded, nothing claimed
+
+
+def test_with_summary_keeps_the_records_own_fields_and_replaces_the_storing_processs():
+    """A stored unit's provenance: the record's start, wall time and seeds, then the summary of its sittings
+    over whatever the storing process (a campaign driver, which trains nothing) said of itself."""
+    driver = {**_sitting(python="3.13.0", torch_threads=2, numerics={**NUM, "flush_denormal": False}),
+              "started": "t", "wall_seconds": 5.0, "seeds": [3]}
+    prov = provenance.with_summary(driver, [GPU, _sitting()])
+    assert prov["started"] == "t" and prov["wall_seconds"] == 5.0 and prov["seeds"] == [3]
+    assert prov["python"] == "mixed" and prov["torch_threads"] == 1 and prov["numerics"] == NUM
+    assert prov["sittings"] == [GPU, _sitting()] and provenance.summary_contradictions(prov) == []
+    assert "mixed" not in provenance.with_summary(driver, [_sitting()])        # no list where nothing is mixed
+    assert provenance.with_summary(driver, []) == driver                       # its own one sitting
+
+
+def _consistent():
+    return provenance.with_summary({"started": "t", "seeds": [0]}, [GPU, _sitting()])
+
+
+#: One edit per kind of contradiction between a summary and its sittings, and the field it names.
+CONTRADICTIONS = {
+    "device": (lambda p: p.update(device="cpu"), "device"),
+    "python": (lambda p: p.update(python="3.11.7"), "python"),
+    "torch": (lambda p: p["packages"].update(torch="2.13.0+cpu"), "packages.torch"),
+    "numerics": (lambda p: p.update(numerics={**NUM, "torch_threads": 2}), "numerics"),
+    "numerics_uniform": (lambda p: p.update(numerics_uniform=True), "numerics_uniform"),
+    "threads": (lambda p: p.update(torch_threads=2), "torch_threads"),
+    "commit": (lambda p: p["git"].update(commit=None), "git.commit"),
+    "dirty": (lambda p: p["git"].update(dirty=False), "git.dirty"),
+    "mixed list": (lambda p: p["mixed"].update(device=["cpu", "cuda"]), "device"),
+    "mixed where the sittings agree": (lambda p: p["mixed"].update(torch_threads=[1, 2]), "mixed"),
+    "a field no sitting records": (lambda p: p["packages"].update(scipy="1.17.1"), "packages.scipy"),
+    "a sitting without a commit": (lambda p: p["sittings"][1]["git"].update(commit=None), "git.commit"),
+}
+
+
+def test_a_summary_derived_from_its_sittings_contradicts_nothing():
+    assert provenance.summary_contradictions(_consistent()) == []
+    legacy = {"git": {"commit": "a" * 40, "dirty": False}, "device": "cpu"}   # no sittings: its own one sitting
+    assert provenance.summary_contradictions(legacy) == []
+
+
+@pytest.mark.parametrize("kind", list(CONTRADICTIONS))
+def test_each_kind_of_contradiction_is_found_and_named(kind):
+    edit, field = CONTRADICTIONS[kind]
+    prov = copy.deepcopy(_consistent())
+    edit(prov)
+    found = provenance.summary_contradictions(prov)
+    assert found and field in [f for f, _ in found], found
+
+
+def test_a_sitting_without_a_commit_must_say_why():
+    """A sitting (or a record without sittings) that records no commit needs a reason: its own
+    ``git.commit_missing_reason`` (what git_state writes now), or the record's (stated for sittings stored
+    before sittings could say it); with one, a mixed commit is no contradiction."""
+    lost = _sitting(git={"commit": None, "dirty": None})
+    prov = provenance.with_summary({}, [lost, _sitting()])
+    assert [f for f, _ in provenance.summary_contradictions(prov)] == ["git.commit"]
+    assert "sitting 1 of 2 records no commit" in provenance.summary_contradictions(prov)[0][1]
+    assert provenance.summary_contradictions({**prov, "commit_missing_reason": "not recorded at the time"}) == []
+    said = _sitting(git={"commit": None, "dirty": None, "commit_missing_reason": "fatal: not a git repository"})
+    assert provenance.summary_contradictions(provenance.with_summary({}, [said, _sitting()])) == []
+    assert provenance.summary(([said]))["git"] == {"commit": None, "dirty": None}     # a reason is no fact of code
+    assert [f for f, _ in provenance.summary_contradictions({"git": {"commit": None}})] == ["git.commit"]
+
+
+def test_git_state_says_why_it_has_no_commit(tmp_path, monkeypatch):
+    monkeypatch.delenv("POSBIAS_GIT_COMMIT", raising=False)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    state = provenance.git_state(tmp_path)
+    assert state["commit"] is None and "not a git repository" in state["commit_missing_reason"].lower()
+    here = provenance.git_state()
+    assert here["commit"] and "commit_missing_reason" not in here
+
+
+def test_a_mixed_record_device_is_no_device_for_its_sittings():
+    assert provenance.sitting_device({}, {"device": "mixed"}) == "cpu"
+    assert provenance.sitting_device({"device": "cuda"}, {"device": "mixed"}) == "cuda"
+
+
+def test_uncommitted_sittings_and_unit_words():
+    prov = provenance.with_summary({}, [GPU, _sitting()])
+    assert provenance.uncommitted_sittings(prov) == [GPU]
+    assert provenance.uncommitted_sittings({"git": {"dirty": True}}) == [{"git": {"dirty": True}}]
+    assert provenance.uncommitted_sittings({"git": {"dirty": None}}) == []
+    p = {"mask": "decay", "pe": "none", "depth": 2, "seed": 9, "steps": 500000, "window": None, "prefix": None,
+         "target_slots": None, "residual": False, "test_seed": 20250201}
+    assert provenance.unit_words(p) == "decay/none depth 2 seed 9, 500,000 steps (test draw 20250201)"

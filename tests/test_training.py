@@ -9,7 +9,7 @@ import pytest
 import torch
 from training_helpers import _sigterm_in_step, _unit
 
-from posbias import train
+from posbias import provenance, train
 from posbias.training import campaigns, engine, planning
 from posbias.training import checkpoints as ck
 
@@ -297,8 +297,9 @@ def test_a_unit_trained_on_a_gpu_is_read_by_a_cpu_build(tmp_path, monkeypatch):
 
 
 def test_a_unit_trained_under_two_kernel_sets_says_its_numerics_are_not_uniform(tmp_path, monkeypatch):
-    """A unit resumed on a host of another kind records the last sitting's numerics and says they were
-    not the same throughout (its bits are reproduced by neither host alone)."""
+    """A unit resumed on a host of another kind says its numerics were mixed, lists both, and says they were
+    not the same throughout (its bits are reproduced by neither host alone); its summary is its sittings'
+    (issue 95), never the storing process's: nothing the sittings do not record is claimed."""
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
     kw = dict(steps=2, seeds=[0], eval_every=1, n_test=8, n_sweep=8, n_sink=8)
@@ -308,13 +309,16 @@ def test_a_unit_trained_under_two_kernel_sets_says_its_numerics_are_not_uniform(
     first, second = {"from_step": 0, "numerics": num}, {"from_step": 1, "numerics": {**num, "cpu_capability": "AVX512"}}
     campaigns.store_unit(u, result, [first, second])
     (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
-    assert rec["provenance"]["numerics"]["cpu_capability"] == "AVX512"
+    assert rec["provenance"]["numerics"] == "mixed" and rec["provenance"]["mixed"]["numerics"] == [
+        first["numerics"], second["numerics"]]
     assert rec["provenance"]["numerics_uniform"] is False
+    assert rec["provenance"]["python"] is None and rec["provenance"]["git"] == {}   # the sittings record neither
+    assert provenance.summary_contradictions(rec["provenance"])[0][0] == "git.commit"  # ... nor why no commit
     for f in (tmp_path / "wu-units").glob("*.json"):
         f.unlink()
     campaigns.store_unit(u, result, [{"from_step": 0}])     # a sitting from before numerics were recorded
     (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "wu-units").glob("*.json")]
-    assert rec["provenance"]["numerics"] is None and "numerics_uniform" not in rec["provenance"]
+    assert rec["provenance"]["numerics"] is None and rec["provenance"]["numerics_uniform"] is None
 
 
 def test_progress_text_names_each_unfinished_ensemble():

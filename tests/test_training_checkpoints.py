@@ -7,7 +7,7 @@ import pytest
 import torch
 from training_helpers import _crash_at_step, _own_data, _sigterm_in_step, _unit, _without_wall_time
 
-from posbias import checkdata, parking, train
+from posbias import checkdata, parking, provenance, train
 from posbias.training import campaigns
 from posbias.training import checkpoints as ck
 
@@ -156,6 +156,7 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
         first, second = rec["provenance"]["sittings"]
         assert first["from_wall"] == 0.0 < second["from_wall"] <= rec["result"]["train_seconds_ensemble"]
         assert all(s["cpu"] == rec["provenance"]["cpu"] for s in rec["provenance"]["sittings"])
+        assert provenance.summary_contradictions(rec["provenance"]) == []      # its summary is its sittings'
     assert park() == {"parked": 0, "kept": 0, "removed": 1}
     assert parking.parked_files() == [] and json.loads((data / "manifest.json").read_text()) == {}
 

@@ -8,12 +8,12 @@ the judge all read them through :func:`units_of`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any, Mapping
 
 from .. import store
 from ..budget import admitted
 from ..chapters import get_chapter
+from ..provenance import with_summary
 from ..trained import Config, declaration, fig2_name
 from .units import TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, device
 
@@ -102,8 +102,6 @@ def distinct(groups: dict[str, list[Unit]]) -> list[Unit]:
 # on a CPU reads units a GPU trained. `posbias check-data` recomputes such records on the CPU and
 # compares them within the tolerance stated for records made on other hardware.
 
-_WHERE = ("device_name", "machine", "cpu", "cpu_count", "torch_threads")
-
 
 def stored(unit: Unit | dict[str, Any]) -> bool:
     """Is ``unit`` (or the unit of these params) in ``data/`` or the user cache?"""
@@ -124,21 +122,17 @@ def lookup_record(unit: Unit) -> dict[str, Any] | None:
 def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[str, Any]] | None = None
                ) -> dict[str, Any]:
     """Store ``result`` (fresh from training; None: it must be stored already) as ``unit``'s record, its
-    provenance naming the device it trained on and its sittings; returns the stored result."""
+    provenance its sittings and their summary (:func:`~posbias.provenance.with_summary`; without sittings,
+    the device this process trains on); returns the stored result."""
     def fresh() -> dict[str, Any]:
         if result is None:
             raise RuntimeError(f"unit {unit} is neither stored nor trained")
         return result
 
-    last = (sittings or [{}])[-1]       # the process that finished it: a Dask worker, maybe on another machine
-    kinds = [json.dumps(s.get("numerics"), sort_keys=True) for s in sittings or [] if "numerics" in s]
-    extra = None if result is None else {
-        "device": last.get("device") or str(device()),
-        **{k: last[k] for k in _WHERE if k in last}, **({"sittings": sittings} if sittings else {}),
-        # the training's numerics, never the storing process's (a campaign driver trains nothing)
-        "numerics": last.get("numerics"),
-        # the numerics name a unit's bits only where every sitting trained under the same ones
-        **({"numerics_uniform": len(set(kinds)) == 1 and len(kinds) == len(sittings or [])} if kinds else {})}
+    # The summary is derived from the sittings (the processes that trained it: Dask workers, maybe on other
+    # machines and devices), never from the storing process's (a campaign driver trains nothing): each of its
+    # fields is their common value or "mixed" with the list (provenance.summary, issue 95).
+    extra = None if result is None else with_summary({"device": str(device())}, sittings or [])
     return store.cached(UNIT_EXPERIMENT, unit.params(), fresh, version=VERSION, seeds=[unit.seed],
                         wall_seconds=None if result is None else result["train_seconds_ensemble"],
                         extra_provenance=extra)

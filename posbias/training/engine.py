@@ -46,7 +46,7 @@ from tqdm import tqdm
 
 from . import checkpoints as ck
 from . import weights
-from ..provenance import collect
+from ..provenance import collect, with_summary
 from .campaigns import chapter_campaign, distinct, store_unit, stored, units_of
 from .loop import train_units
 from .planning import plan
@@ -378,7 +378,7 @@ def run_campaign(experiment: str, profile: str = "default", *, progress: bool = 
                 store_unit(u, r, done.sittings)
                 if done.weights:
                     prov = collect(seeds=[u.seed], wall_seconds=r["train_seconds_ensemble"])
-                    weights.save(u, done.weights[i], {**prov, "sittings": done.sittings})
+                    weights.save(u, done.weights[i], with_summary(prov, done.sittings))
             shutil.rmtree(ck.checkpoint_of(part, create=False), ignore_errors=True)
             for c in ck.checkpoints():  # larger ensembles this one was split from, once all their units are stored
                 if not c.committed and all(stored(p) for p in c.units):

@@ -24,7 +24,7 @@ import torch
 
 from .. import parking, store
 from ..model import EnsembleNet
-from ..provenance import collect, sha256_bytes
+from ..provenance import collect, sha256_bytes, with_summary
 from . import checkpoints as ck
 from .units import UNIT_EXPERIMENT, VERSION, Unit, default_threads
 
@@ -173,8 +173,9 @@ def retrain(part: list[Unit], *, threads: int | None = None, log: Callable[[str]
     paths = []
     for u, fresh, stored, w in zip(todo, results, records, states):
         diff = compare_results(fresh, stored)
-        prov = {**collect(started=started, wall_seconds=round(time.perf_counter() - t0, 3), seeds=[u.seed]),
-                "sittings": st.get("sittings", []), "trained_again": True, "reproduces": not diff,
+        prov = {**with_summary(collect(started=started, wall_seconds=round(time.perf_counter() - t0, 3),
+                                       seeds=[u.seed]), st.get("sittings", [])),
+                "trained_again": True, "reproduces": not diff,
                 "differs_in": diff, "record": store.key_of(UNIT_EXPERIMENT, u.params(), VERSION),
                 **({"difference": difference(fresh, stored)} if diff else {})}
         paths.append(save(u, w, prov))
