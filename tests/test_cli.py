@@ -338,3 +338,24 @@ def test_a_damaged_committed_unit_stops_the_chapter_that_reads_it(tree, tmp_path
     proc = run(own, "run", "wu-fig-2", "--out", str(tmp_path / "o"), cache=tmp_path / "cache")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "DataError" in proc.stderr and f"git checkout -- data/{name}" in proc.stderr, proc.stderr
+
+
+def test_the_readme_examples_write_under_folders_git_ignores():
+    """Issue 98: the README's `--out my-run` left an untracked folder at the root. Every folder its
+    commands write a run into (given with --out, or the default) is ignored, so `git status` stays
+    clean; and the README says how long its two commands take."""
+    import re
+
+    from posbias import runner
+
+    readme = (ROOT / "README.md").read_text()
+    commands = "\n".join(re.findall(r"```bash\n(.*?)```", readme, re.S))
+    outs = re.findall(r"^posbias run .*?--out\s+(\S+)", commands, re.M)
+    assert outs, "the README's examples should show --out"
+    default = str(runner.default_out("wu-thm-4-1", {"n_tokens": 64}))
+    for out in [*outs, default]:
+        for written in ("results.json", "wu-thm-4-1.ipynb", "figures/x.png"):
+            ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", f"{out}/{written}"], cwd=ROOT)
+            assert ignored.returncode == 0, f"the README's run into {out}/ leaves {out}/{written} untracked"
+    assert re.search(r"`make test` takes about (?:half an hour|an hour|\d+ minutes)", readme)
+    assert re.search(r"`make book` about \d+ minutes", readme)
