@@ -11,12 +11,16 @@ have: they are redirected to the chapter's source, ``notebooks/<id>.md`` (jupyte
 notebook). The download button keeps giving the executed ``.ipynb``.
 
 It also adds the book's stylesheet, ``posbias/static/posbias.css`` (code cells that fit a laptop's
-main column).
+main column), and gives every figure without a written alt text its caption's first sentence as one
+(:func:`figure_alt`): a glued figure would otherwise have its image's file path as its alt text.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+
+from docutils import nodes
 
 
 def _dedupe_scripts(app, pagename: str, templatename: str, context: dict[str, Any], doctree) -> None:
@@ -63,9 +67,52 @@ def _add_static(app) -> None:
     app.config.html_static_path = [*app.config.html_static_path, str(STATIC)]
 
 
+_TEX_WORDS = re.compile(r"\\(?:mathrm|mathbf|mathit|mathsf|text|textrm|operatorname)\b\s*")
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[^a-z\s]|\s*$)")
+SHORT_SENTENCE = 60         # a first sentence shorter than this ("Wu et al., Figure 2, reproduced.") takes the next
+_A_PATH = re.compile(r"\S*\.(?:png|svg|jpe?g|gif|pdf)", re.I)
+
+
+def plain_math(tex: str) -> str:
+    """TeX as a screen reader can say it: ``\\mathrm{acc}(\\mathrm{IC}_{a,b})`` -> ``acc(IC_a,b)``."""
+    text = _TEX_WORDS.sub("", tex).replace("\\,", " ").replace("\\;", " ")
+    text = re.sub(r"\\([A-Za-z]+)\s*", r" \1 ", text)
+    return re.sub(r"\s+([_^])", r"\1", " ".join(re.sub(r"[{}]", "", text).split()))
+
+
+def _plain_text(node: nodes.Node) -> str:
+    if isinstance(node, nodes.math):
+        return plain_math(node.astext())
+    if isinstance(node, nodes.Text):
+        return str(node)
+    return "".join(_plain_text(child) for child in node.children)
+
+
+def figure_alt(caption: str) -> str:
+    """A figure's alt text from its caption: the first sentence, with the second when the first is short."""
+    text = " ".join(caption.split())
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)] or [len(text)]
+    cut = ends[1] if ends[0] < SHORT_SENTENCE and len(ends) > 1 else ends[0]
+    return text[:cut].strip()
+
+
+def _figure_alt_texts(app, doctree: nodes.document, docname: str) -> None:
+    """Every image in a captioned figure whose alt text is missing (the HTML writer then writes its file
+    path) or is that path gets :func:`figure_alt` of the caption; an alt text the author wrote stays."""
+    for figure in doctree.findall(nodes.figure):
+        caption = next(iter(figure.findall(nodes.caption)), None)
+        if caption is None or not caption.astext().strip():
+            continue
+        alt = figure_alt(_plain_text(caption))
+        for image in figure.findall(nodes.image):
+            if not image.get("alt") or image["alt"] == image.get("uri") or _A_PATH.fullmatch(image["alt"]):
+                image["alt"] = alt
+
+
 def setup(app):
     app.connect("builder-inited", _add_static)
     app.add_css_file("posbias.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _launch_from_source, priority=900)
+    app.connect("doctree-resolved", _figure_alt_texts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
