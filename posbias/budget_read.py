@@ -19,9 +19,10 @@ from . import convergence as cv
 from .overtraining import MEASURED_ALONG
 
 __all__ = ["PAPER_STEP", "done", "complete", "networks_table", "readings_table", "branches_of", "split_words",
-           "branch_table", "shape_words", "branch_sentences", "moving_table", "best_table", "claims_table",
+           "branch_table", "branch_sentences", "moving_table", "best_table", "claims_table",
            "training_hours", "SLOTS", "SLOT_Z", "slot_accuracy", "slot_difference", "slot_words", "window_range",
-           "firm_branches", "firm_split_words", "loss_changes", "still_learning", "learning_table"]
+           "firm_branches", "firm_split_words", "loss_changes", "still_learning", "learning_table", "firm_table",
+           "timing", "timing_table", "headline"]
 
 #: The paper's snapshot; read from the same long runs as the end (the mean over 50,000 to 100,000).
 PAPER_STEP = 100_000
@@ -174,28 +175,16 @@ def branch_table(study: Study):
     return pd.DataFrame(rows)
 
 
-def shape_words(gaps: Mapping[str, float], unit: float = bd.JUMP) -> str:
-    """The shape of a position preference in words, from mean gaps (``a-b`` positive: slot ``a``
-    preferred); a gap counts only beyond ``unit`` (the design's unit of a substantive difference)."""
-    fm, fl, ml = (gaps[g] for g in cv.GAP_NAMES)
-    big = {g: abs(v) > unit for g, v in gaps.items()}
-    if big["first-middle"] and big["middle-last"] and fm > 0 > ml:
-        return "U-shaped: the first and last items are served better than the middle one"
-    if big["first-middle"] and big["middle-last"] and fm < 0 < ml:
-        return "an inverted U: the middle item is served best"
-    if big["first-last"] and fl < 0 and ml < unit:
-        return "a preference for the last item"
-    if big["first-last"] and fl > 0 and fm > -unit:
-        return "a preference for the first item"
-    if not any(big.values()):
-        return f"no gap beyond {unit:.2f}"
-    return "no single shape"
+def _n_test(runs: Sequence[tuple[int, Mapping[str, Any]]]) -> int:
+    """The test sets' size of a group of networks (one value: they are read on the same sets)."""
+    (n,) = {int(r["params"]["n_test"]) for _, r in runs}
+    return n
 
 
 def branch_sentences(study: Study) -> str:
     """One plain sentence per configuration with networks stored: how its networks split
     (:func:`split_words`, "so far" while some are not stored) and where each branch ends (accuracy,
-    gaps, their shape in words); ``"no network yet"`` when none is."""
+    gaps, and which slot it serves best by :func:`slot_words`); ``"no network yet"`` when none is."""
     out = []
     for label, runs in done(study).items():
         if not runs:
@@ -209,7 +198,7 @@ def branch_sentences(study: Study) -> str:
             parts.append(f"{len(b)} end{'s' * (len(b) == 1)} at mean IC accuracy {min(acc):.3f}"
                          + (f" to {max(acc):.3f}" if len(b) > 1 else "")
                          + f" (first-middle {g['first-middle']:+.3f}, first-last {g['first-last']:+.3f}, "
-                         f"middle-last {g['middle-last']:+.3f}: {shape_words(g)})")
+                         f"middle-last {g['middle-last']:+.3f}; {slot_words(rd, _n_test(b))})")
         head = f"{label}, {len(runs)} of {len(study[label])} networks stored: {split_words(study, label)}; "
         out.append(head + "; ".join(parts))
     return ". ".join(out) + "." if out else "no network yet."
@@ -489,7 +478,7 @@ def learning_table(study: Study):
         ch = [x["change"] for x in got]
         at = [x["settles_at"] for x in got]
         known = sorted(a for a in at if a is not None)
-        settle = (f"{known[0]:,} to {known[-1]:,}" if known else "")
+        settle = ("" if not known else f"{known[0]:,}" if known[0] == known[-1] else f"{known[0]:,} to {known[-1]:,}")
         if len(known) < len(at):
             settle = (settle + "; " if settle else "") + f"{len(at) - len(known)} not shrinking"
         rows.append({"configuration": label, "with a held-out loss": len(got),
@@ -497,3 +486,102 @@ def learning_table(study: Study):
                      "loss change over the last 50k": f"{min(ch):+.3f} to {max(ch):+.3f}",
                      "trend settles by (extrapolation)": settle})
     return pd.DataFrame(rows)
+
+
+def firm_table(study: Study, shifts: Sequence[int] = (0, 5_000, 10_000, 15_000, 20_000)):
+    """The branch counts read two more ways beside the design's (exploratory): :func:`firm_branches` (cuts that
+    hold against the networks' own swing), and the design's rule with the reading window ending ``shifts``
+    iterations earlier (up to four of its eleven evaluations replaced). A count is *certain* when no cut lies
+    inside the swing and every shift gives it. One row per configuration with networks stored. A
+    ``pandas.DataFrame``."""
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+    def count(bs: Sequence[Sequence[Any]], sep: str = " : ") -> str:
+        return sep.join(str(len(b)) for b in bs) if len(bs) > 1 else "one branch"
+
+    rows = []
+    for label, runs in done(study).items():
+        if not runs:
+            continue
+        firm, uncertain = firm_branches(runs)
+        last = min(int(r["curves"]["step"][-1]) for _, r in runs)
+        split = [bd.branches({s: bd.reading(r, last - k)["accuracy"] for s, r in runs}) for k in shifts]
+        shifted = [count(b) for b in split]
+        rows.append({"configuration": label, "design's rule": shifted[0], "holding against the swing": count(firm),
+                     "cuts inside the swing": "; ".join(f"seeds {a} | {b}" for a, b in uncertain) or "none",
+                     "the window ending " + "/".join(f"{k // 1000}" for k in shifts[1:]) + "k earlier":
+                         ", ".join(count(b, ":") if len(b) > 1 else "1" for b in split[1:]),
+                     "count certain": "yes" if not uncertain and len(set(shifted)) == 1 else "no"})
+    return pd.DataFrame(rows)
+
+
+def timing(record: Mapping[str, Any]) -> dict[str, Any]:
+    """When a network's quantities move (:func:`posbias.jump.half_change`): ``{"exit"}`` (its first plateau exit
+    after 100,000, or None) and one half-change dict per quantity: ``accuracy`` (mean IC), the three gaps,
+    and ``sweep`` (the sweep's mean accuracy, where the curves hold it)."""
+    from . import jump
+
+    c = record["curves"]
+    out: dict[str, Any] = {"exit": next(iter(_exits_after(record)), None),
+                           "accuracy": jump.half_change(c["step"], bd.mean_accuracy(c)),
+                           **{g: jump.half_change(c["step"], cv.gap_curve(c, g)) for g in cv.GAP_NAMES}}
+    if "sweep" in c:
+        out["sweep"] = jump.half_change(c["step"], np.asarray(c["sweep"], dtype=float).mean(-1))
+    return out
+
+
+def timing_table(study: Study, label: str = "decay|2"):
+    """When each of ``label``'s networks moves (exploratory: the jump study's rule, :mod:`posbias.jump`, applied
+    to the fixed-budget records): its plateau exit, the half-change step of its mean IC accuracy, of the sweep's
+    mean accuracy and of each gap (with its start and end), and how long the first-last gap moves before the
+    accuracy. A ``pandas.DataFrame``."""
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+    def at(x: Mapping[str, Any] | None) -> str:
+        if x is None:
+            return "not recorded"
+        return f"{x['at']:,}" if x["at"] is not None else ("does not move" if not x["moves"] else "not half way")
+
+    rows = []
+    for s, r in sorted(done(study)[label]):
+        t = timing(r)
+        lead = (t["accuracy"]["at"] - t["first-last"]["at"]
+                if t["accuracy"]["at"] is not None and t["first-last"]["at"] is not None else None)
+        rows.append({"seed": s, "left the plateau": f"{t['exit']:,}" if t["exit"] else "never",
+                     "accuracy moves": at(t["accuracy"]), "sweep moves": at(t.get("sweep")),
+                     **{f"{g} moves (start → end)": f"{at(t[g])} ({t[g]['start']:+.3f} → {t[g]['end']:+.3f})"
+                        for g in cv.GAP_NAMES},
+                     "first-last leads by": "" if lead is None else f"{lead:,}"})
+    return pd.DataFrame(rows)
+
+
+def headline(study: Study, label: str = "decay|2", others: Sequence[str] = ("No PE|2", "RoPE|2")) -> dict[str, str]:
+    """The numbers of the chapter's first screen, as strings to glue: of ``label``'s stored networks, how many left
+    a plateau after 100,000 iterations (``n_left`` of ``n``) and when (``exit_range``), where those end
+    (``end_range``: mean IC accuracy), which slot they serve best (``slots``, :func:`slot_words`), how many of them
+    retrieve by :data:`posbias.retrieval.READING_RULE` (``retrieve``), how long their first-last gap moves before
+    their accuracy (``lead_range``, :func:`timing`); how many of ``others``' networks left a plateau
+    (``others_left`` of ``others_n``); and how many depth-2 networks with a held-out loss are still learning at the
+    budget (``learning`` of ``with_loss``, :func:`still_learning`)."""
+    from . import retrieval
+
+    runs = done(study)[label]
+    up = [(s, r) for s, r in runs if _exits_after(r)]
+    exits = sorted(_exits_after(r)[0] for _, r in up)
+    ends = sorted(bd.reading(r)["accuracy"] for _, r in up)
+    times = [timing(r) for _, r in up]
+    leads = sorted(t["accuracy"]["at"] - t["first-last"]["at"] for t in times
+                   if t["accuracy"]["at"] is not None and t["first-last"]["at"] is not None)
+    reads = retrieval.standing([r for _, r in up])["readings"] if up else {}
+    deep2 = [r for lab in study if int(lab.split("|")[1]) == 2 for _, r in done(study)[lab]]
+    got = [x for x in (still_learning(r) for r in deep2) if x is not None]
+    other = [r for lab in others for _, r in done(study).get(lab, [])]
+
+    def span(xs: Sequence[float], fmt: str) -> str:
+        return "" if not xs else format(xs[0], fmt) if xs[0] == xs[-1] else f"{xs[0]:{fmt}} to {xs[-1]:{fmt}}"
+
+    return {"n": str(len(runs)), "n_left": str(len(up)), "exit_range": span(exits, ","),
+            "end_range": span(ends, ".3f"), "slots": slot_words([bd.reading(r) for _, r in up], _n_test(up)) if up
+            else "", "retrieve": f"{reads.get('retrieves', 0)} of {len(up)}", "lead_range": span(leads, ","),
+            "others_left": str(sum(bool(_exits_after(r)) for r in other)), "others_n": str(len(other)),
+            "learning": str(sum(x["learning"] for x in got)), "with_loss": str(len(got))}

@@ -41,9 +41,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import budget as bd
+from .recompute import recomputable
 
 __all__ = ["EVERY", "SEEDS", "N_PROBE", "MOVE", "DESIGN", "PREDICTIONS", "units", "half_change", "moves_before",
-           "core_hours", "stored_result"]
+           "core_hours", "stored_result", "probes_of", "probe_at", "probe_series",
+           "judge"]
 
 #: Weights kept every this many iterations.
 EVERY = 25_000
@@ -62,12 +64,11 @@ DESIGN: dict[str, Any] = {
     "half_change": "first step after 100,000 from which two consecutive values cover half of end - start",
     "before": f"half-change earlier by more than {EVERY:,}",
     "elsewhere": {
-        "decay|4": {"seeds": [0, 1, 2, 3, 4], "steps": 500_000, "weights": "final and best", "every": None},
+        "decay|4": {"seeds": [0, 1, 2, 3, 4], "steps": 500_000, "weights": "final and best"},
         "No PE|2": {"seeds": [5], "steps": 500_000, "weights": f"every {EVERY:,}",
                     "question": "training-class against novel-class accuracy along training (memorising?)"},
         "price": "core_hours(): the study's measured cost per step and per evaluation at depth 2 (8.53 ms, "
-                 "1.4 s), scaled by depth (the chapter's cost model, 0.0045 s x depth)",
-        "status": "declared; not started (no device lent; the two cores are held by the campaigns above)"},
+                 "1.4 s), scaled by depth (the chapter's cost model, 0.0045 s x depth)"},
 }
 #: The study's measured costs at depth 2 (the over-training chapter's ``cost_plan``), scaled by depth.
 MS_PER_STEP_2, EVAL_SECONDS_2 = 8.53, 1.4
@@ -130,3 +131,118 @@ def core_hours(depth: int, steps: int = 500_000, networks: int = 1) -> float:
     study's measured depth-2 costs scaled by depth (:data:`MS_PER_STEP_2`, :data:`EVAL_SECONDS_2`)."""
     per = steps * MS_PER_STEP_2 * depth / 2 / 1000 + (steps // bd.EVAL_EVERY + 1) * EVAL_SECONDS_2 * depth / 2
     return networks * per / 3600
+
+
+def _role_of(run: str) -> str:
+    for role, u in units().items():
+        from .training import snapshots
+
+        if snapshots.run_key(u, EVERY) == run:
+            return role
+    raise ValueError(f"no network of the jump study has the run key {run}")
+
+
+@recomputable("wu-jump-probes", atol=0.0, other_cpu_atol=0.01,
+              other_cpu_note="another CPU may round a logit differently and flip a few of the probes' answers")
+def probes_of(params: dict[str, Any]) -> dict[str, Any]:
+    """The probes of :func:`probe_at` from its stored parameters ``{"run", "step", "n", "seed"}``."""
+    from . import evaluate, probes
+    from .task import make_task, sweep_test_sets
+    from .training import snapshots
+
+    u, n = units()[_role_of(params["run"])], int(params["n"])
+    net, task = snapshots.load(u, EVERY, int(params["step"])), make_task(u.seed)
+    att = probes.class_attention(net, task, n=n, seed=params["seed"])
+    mem = probes.in_weights(net, task, n=8 * n, seed=params["seed"])
+    err = probes.error_slots(net, task, n=4 * n, seed=params["seed"])
+    sweep = evaluate.sweep_accuracies(net, [task], sweep_test_sets(n, params["seed"] + 1, task.config))[0]
+    slots = err["slot"].tolist()
+    own, pos = float(att["items"][-1]), float(att["items_by_position"][-1])
+    return {"own": own, "by_position": pos, "ratio": own / pos if pos > 0 else None,
+            "training_classes": mem["training_classes"], "novel_classes": mem["novel_classes"],
+            "wrong": err["wrong"], "wrong_first": slots[0], "wrong_middle": slots[len(slots) // 2],
+            "wrong_last": slots[-1], "wrong_outside": err["outside"], "ic": 1 - err["wrong"],
+            "sweep": float(sweep.mean())}
+
+
+def probe_at(role: str, step: int, n: int = N_PROBE) -> dict[str, Any]:
+    """Every probe of ``role``'s network at the kept ``step`` (:mod:`posbias.probes`): the last layer's attention on
+    the query's own class and what its position profile predicts there (``own``, ``by_position``, ``ratio``),
+    accuracy on training and on novel classes (``n`` x 8 sequences each), on fresh ``IC`` sets (``n`` x 4 each:
+    ``ic``, the mean accuracy) the share of answers that are wrong and, of those, the share whose label stands at
+    the first, middle and last slot, and the mean accuracy on a fresh position sweep (``n`` per slot: ``sweep``).
+    Stored (experiment ``wu-jump-probes``; ``data/`` with ``POSBIAS_WRITE_DATA=1``), so a page reads each once."""
+    from . import probes, store
+    from .training import snapshots
+    from .training.units import VERSION
+
+    u = units()[role]
+    params = {"run": snapshots.run_key(u, EVERY), "step": int(step), "n": int(n), "seed": probes.PROBE_SEED}
+    return store.cached("wu-jump-probes", params, lambda: probes_of(params), version=VERSION, seeds=[u.seed])
+
+
+def probe_series(role: str, n: int = N_PROBE) -> dict[str, list]:
+    """:func:`probe_at` at every kept step of ``role``'s network: ``{"step": [...], <probe>: [...]}`` (empty
+    lists while nothing is kept)."""
+    from .training import snapshots
+
+    steps = snapshots.steps_kept(units()[role], EVERY)
+    rows = [probe_at(role, s, n) for s in steps]
+    keys = list(rows[0]) if rows else []
+    return {"step": steps, **{k: [r[k] for r in rows] for k in keys}}
+
+
+def judge(series: Mapping[str, Mapping[str, list]], records: Mapping[str, Mapping[str, Any] | None],
+          steps: int = 500_000) -> dict[str, dict[str, str]]:
+    """The predictions :data:`PREDICTIONS` against the study's data: ``series`` role -> :func:`probe_series`,
+    ``records`` role -> the finished run's result (None while it trains). Per prediction ``{"verdict", "why"}``,
+    the verdict ``holds``, ``fails`` or ``not yet`` (a network it needs has not reached ``steps``). The IC and sweep
+    timing read the record's curves (every 5,000); the attention ratio and the class accuracies the snapshots."""
+    from . import retrieval
+
+    ceiling = float(retrieval.closed_forms()["sweep"]["ignore_best"])
+
+    def reached(role: str) -> int:
+        return max(series[role]["step"], default=0)
+
+    def wait(role: str) -> dict[str, str]:
+        return {"verdict": "not yet", "why": f"the {role} has reached {reached(role):,} of {steps:,} iterations"}
+
+    def ratio(role: str) -> dict[str, Any]:
+        return half_change(series[role]["step"], series[role]["ratio"])
+
+    out: dict[str, dict[str, str]] = {}
+    jr, nr = records.get("jumper"), records.get("non-jumper")
+    if jr is None:
+        out["H1"] = out["H2"] = wait("jumper")
+    else:
+        c = jr["curves"]
+        acc = half_change(c["step"], bd.mean_accuracy(c))
+        sw = half_change(c["step"], np.asarray(c["sweep"], dtype=float).mean(-1))
+        rt = ratio("jumper")
+
+        def near(x: Mapping[str, Any]) -> bool:
+            return x["at"] is not None and acc["at"] is not None and abs(x["at"] - acc["at"]) <= 2 * EVERY
+
+        ok1 = sw["moves"] and sw["end"] > ceiling and near(sw)
+        out["H1"] = {"verdict": "holds" if ok1 else "fails",
+                     "why": f"sweep {sw['start']:.3f} → {sw['end']:.3f} (ceiling {ceiling:.4f}), half-change at "
+                            f"{sw['at']}, mean IC accuracy's at {acc['at']}"}
+        ok2 = rt["moves"] and rt["end"] > rt["start"] and near(rt)
+        out["H2"] = {"verdict": "holds" if ok2 else "fails",
+                     "why": f"own-class ratio {rt['start']:.3f} → {rt['end']:.3f}, half-change at {rt['at']}, "
+                            f"mean IC accuracy's at {acc['at']}"}
+    if nr is None:
+        out["H3"] = out["H4"] = wait("non-jumper")
+    else:
+        c = nr["curves"]
+        sw = half_change(c["step"], np.asarray(c["sweep"], dtype=float).mean(-1))
+        rt = ratio("non-jumper")
+        out["H3"] = {"verdict": "holds" if not sw["moves"] and not rt["moves"] else "fails",
+                     "why": f"sweep {sw['start']:.3f} → {sw['end']:.3f}, own-class ratio {rt['start']:.3f} → "
+                            f"{rt['end']:.3f}"}
+        s = series["non-jumper"]
+        gap = s["training_classes"][-1] - s["novel_classes"][-1]
+        out["H4"] = {"verdict": "holds" if gap > MOVE else "fails",
+                     "why": f"training classes {s['training_classes'][-1]:.3f}, novel {s['novel_classes'][-1]:.3f}"}
+    return out

@@ -279,7 +279,7 @@ def repo_relative(path: Path | str) -> str:
 
 def _show_one_parameters_cell(nb: Any) -> bool:
     """Papermill keeps the chapter's ``parameters`` cell (the defaults) and adds an
-    ``injected-parameters`` cell (this run's values) after it; the book shows only the latter.
+    ``injected-parameters`` cell (this run's values) after it; the book shows only the latter, collapsed.
     Returns whether ``nb`` changed."""
     tags = [c.get("metadata", {}).get("tags", []) for c in nb.cells]
     if not any("injected-parameters" in t for t in tags):
@@ -292,6 +292,9 @@ def _show_one_parameters_cell(nb: Any) -> bool:
         if "injected-parameters" in t and not cell.source.startswith("# Parameters of this run"):
             cell.source = cell.source.replace("# Parameters",
                                               "# Parameters of this run (defaults: the box at the end)", 1)
+            changed = True
+        if "injected-parameters" in t and "hide-input" not in cell.metadata.get("tags", []):
+            cell.metadata["tags"] = [*cell.metadata.get("tags", []), "hide-input"]   # collapsed on the page
             changed = True
     return changed
 

@@ -124,6 +124,10 @@ def _design_margin_widened(orig):
     return {**orig, "margin": 0.03}                             # the code's design drifts from the page's
 
 
+def _jump_every_50k(orig):
+    return {**orig, "every": 50_000}                             # the jump study's code drifts from the page's
+
+
 def _budget_deep_250k(orig):
     return lambda depth: 250_000 if depth == 6 else orig(depth)  # the depth-6 budget below the declared 300k
 
@@ -260,6 +264,8 @@ TRAINED_MUTANTS: list[Mutant] = [
            "loss than the lowest", _best_kept_at_highest, ("wu-bias-over-training",), own_cache=True),
     Mutant("design-margin-widened", "posbias.budget.DESIGN", "the design in the code with a still-moving "
            "margin of 0.03, not the declared 0.02", _design_margin_widened, ("wu-bias-over-training",)),
+    Mutant("jump-every-50k", "posbias.jump.DESIGN", "the jump study's design in the code keeping weights every "
+           "50,000 iterations, not the declared 25,000", _jump_every_50k, ("wu-bias-over-training",)),
     Mutant("budget-deep-250k", "posbias.budget.budget", "a depth-6 budget of 250,000 iterations, not the "
            "declared 300,000", _budget_deep_250k, ("wu-bias-over-training",)),
     Mutant("best-reading-at-highest", "posbias.budget.best_reading", "the secondary reading at the evaluation of "

@@ -31,7 +31,8 @@ def _study():
 def test_the_split_and_the_u_in_words():
     words = br.branch_sentences(_study())
     assert words.startswith("decay|2, 5 of 10 networks stored: 2 branches, 2 : 3 so far;")
-    assert "U-shaped" in words and "a preference for the last item" in words and "RoPE|6" not in words
+    assert "the first item is served best, then the last, then the middle" in words    # the lower branch
+    assert "the middle and last items are served alike, better than the first" in words and "RoPE|6" not in words
     full = {"decay|2": [row for row in _study()["decay|2"] if row[2] is not None]}
     assert br.split_words(full, "decay|2") == "2 branches, 2 : 3"
     one = {"RoPE|6": [(0, "design", _run(0.52, 0.0, 0.0, 0.0))] + _study()["RoPE|6"][1:]}
@@ -81,13 +82,6 @@ def test_readings_are_of_the_same_networks_at_100k_and_at_the_end():
     assert acc["at the end"].startswith(f"{(3 * 0.74 + 2 * 0.53) / 5:.3f}")
     rope = tab[tab["configuration"] == "RoPE|6"]
     assert set(rope["networks"]) == {"0 of 5"} and set(rope["at the end"]) == {"not yet"}
-
-
-def test_shape_words_need_gaps_beyond_the_unit():
-    assert br.shape_words({"first-middle": 0.11, "first-last": 0.03, "middle-last": -0.08}).startswith("U-shaped")
-    assert br.shape_words({"first-middle": 0.01, "first-last": 0.02, "middle-last": -0.01}) == "no gap beyond 0.05"
-    assert br.shape_words({"first-middle": 0.2, "first-last": 0.3,
-                           "middle-last": 0.1}) == "a preference for the first item"
 
 
 def test_tables_of_a_study_without_networks_say_not_yet():
@@ -250,3 +244,40 @@ def test_learning_table_counts_networks_still_learning():
     row = br.learning_table(study).iloc[0]
     assert row["with a held-out loss"] == 2 and row["still learning"] == "2 of 2"
     assert row["trend settles by (extrapolation)"].endswith("; 1 not shrinking")
+
+
+def test_firm_table_reads_the_counts_three_ways():
+    runs = [_swinging(0.20, 0.10, 0), _swinging(0.27, 0.10, 1), _swinging(0.60, 0.01, 2)]
+    for _, r in runs:
+        r["params"]["depth"] = 6
+    row = br.firm_table({"RoPE|6": [(s, "design", r) for s, r in runs]}).iloc[0]
+    assert row["design's rule"] == "1 : 1 : 1" and row["holding against the swing"] == "2 : 1"
+    assert row["cuts inside the swing"] == "seeds 0 | 1" and row["count certain"] == "no"
+    steady = br.firm_table({"decay|2": [(s, "design", _run(x, 0, 0, 0)) for s, x in ((0, 0.5), (1, 0.74))]}).iloc[0]
+    assert steady["design's rule"] == "1 : 1" and steady["count certain"] == "yes"
+    assert steady["the window ending 5/10/15/20k earlier"] == "1:1, 1:1, 1:1, 1:1"
+
+
+def test_timing_says_when_the_accuracy_and_the_gap_move():
+    study = _study()
+    t = br.timing(study["decay|2"][2][2])                 # seed 2: the jump at 175,000, constant gaps
+    assert t["exit"] == 175_000 and t["accuracy"]["at"] == 175_000 and "sweep" not in t
+    assert not t["first-last"]["moves"] and t["first-last"]["at"] is None
+    tab = br.timing_table(study)
+    assert list(tab["left the plateau"]) == ["never", "never", "175,000", "190,000", "225,000"]
+    assert tab.iloc[0]["accuracy moves"] == "does not move"
+    assert tab.iloc[2]["first-last leads by"] == ""
+
+
+def test_headline_counts_the_jumpers_and_their_lead():
+    study = {"decay|2": [row for row in _study()["decay|2"] if row[2] is not None],
+             "No PE|2": [(0, "design", _with_loss([-0.01] * 4))]}
+    for _, _, r in study["decay|2"]:
+        r["params"]["n_sweep"] = 2000
+        r["ic_accuracy"] = {k: v[-1] for k, v in r["curves"].items() if k.startswith("IC_")}
+        r["sweep_accuracy"] = [0.30] * 8                  # above the sweep's ceiling 0.2081: retrieves
+    h = br.headline(study)
+    assert (h["n"], h["n_left"], h["exit_range"], h["end_range"]) == ("5", "3", "175,000 to 225,000", "0.740")
+    assert h["retrieve"] == "3 of 3" and h["lead_range"] == ""          # constant gaps never move
+    assert h["slots"].startswith("the middle and last items are served alike")
+    assert (h["others_left"], h["others_n"], h["learning"], h["with_loss"]) == ("0", "1", "1", "1")

@@ -402,3 +402,38 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     text = train.progress_text(train.campaign_status("wu-fig-3", "smoke", **more))
     assert text.count("(2 units) not started") == 3, text
     plt.close("all")
+
+
+def test_jump_figure_draws_each_role_in_its_colour_and_says_how_far_it_trained():
+    steps = [0, 25_000, 50_000]
+    one = {"step": steps, **{k: [0.1, 0.2, 0.3] for k in ("ic", "sweep", "ratio", "training_classes",
+                                                            "novel_classes", "wrong_first", "wrong_middle",
+                                                            "wrong_last")}}
+    fig = figures.jump_figure({"jumper": one, "non-jumper": {**one, "step": []}})
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[0] == "jumper (to 50,000)" and not any(x.startswith("non-jumper") for x in labels)
+    assert len(fig.axes) == 4 and len(fig.axes[3].lines) == 3 + 1          # three slots and the 100k mark
+    plt.close(fig)
+
+
+def test_budget_trajectories_colour_means_leaving_a_plateau_in_every_panel():
+    from posbias import budget as bd
+
+    steps = list(range(0, 300_001, 5000))
+    flat = {f"IC_{a}_{b}": [0.5] * len(steps) for a, b in (("first", "middle"), ("middle", "first"),
+                                                          ("first", "last"), ("last", "first"),
+                                                          ("middle", "last"), ("last", "middle"))}
+    jump = {k: [0.5 if s < 200_000 else 0.75 for s in steps] for k in flat}
+    study = {"decay|2": [(0, "design", {"curves": {"step": steps, **flat}}),
+                         (1, "admitted", {"curves": {"step": steps, **jump}})]}
+    fig = figures.budget_trajectories_figure(study)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax in fig.axes[:2]:                                                   # both panels of the column
+        drawn = [ln for ln in ax.lines if len(ln.get_xdata()) == len(steps)]
+        stay, left = sorted(drawn, key=lambda ln: ln.get_ydata()[-1] if ax is fig.axes[0] else ln.get_label())
+        if ax is fig.axes[0]:
+            assert left.get_color() == colours[1] and stay.get_color() == colours[0]
+            assert left.get_linestyle() == "--" and stay.get_linestyle() == "-"
+        assert {ln.get_color() for ln in drawn} == {colours[0], colours[1]}
+    assert bd.JUMP == 0.05
+    plt.close(fig)

@@ -45,3 +45,43 @@ def test_the_design_names_one_jumper_and_one_non_jumper_and_prices_the_rest():
     # 500,000 steps at 8.53 ms and 101 evaluations at 1.4 s, at depth 2
     assert jump.core_hours(2) == pytest.approx((500_000 * 8.53e-3 + 101 * 1.4) / 3600)
     assert jump.core_hours(4, networks=5) == pytest.approx(10 * jump.core_hours(2))
+
+
+SNAPS = list(range(0, 500_001, jump.EVERY))
+
+
+def _series(ratio_at=None, train=0.5, novel=0.5):
+    s = np.asarray(SNAPS, dtype=float)
+    ratio = 1.0 + (0.0 * s if ratio_at is None else 0.5 / (1 + np.exp(-(s - ratio_at) / 5000)))
+    return {"step": SNAPS, "ratio": list(ratio), "training_classes": [train] * len(SNAPS),
+            "novel_classes": [novel] * len(SNAPS)}
+
+
+def _record(at=None):
+    acc = _sigmoid(at) if at is not None else np.full(len(STEPS), 0.515)
+    sweep = _sigmoid(at, lo=0.155, hi=0.22) if at is not None else np.full(len(STEPS), 0.16)
+    curves = {"step": STEPS, **{f"IC_{k}": list(acc) for k in ("a_b", "b_a")}, "sweep": [[x] * 8 for x in sweep]}
+    return {"curves": curves}
+
+
+def test_judge_holds_when_the_jumper_learns_to_retrieve_with_its_attention():
+    got = jump.judge({"jumper": _series(187_500), "non-jumper": _series(None, 0.6, 0.5)},
+                     {"jumper": _record(177_500), "non-jumper": _record(None)})
+    assert {h: v["verdict"] for h, v in got.items()} == {"H1": "holds", "H2": "holds", "H3": "holds", "H4": "holds"}
+
+
+def test_judge_fails_an_attention_that_moves_late_or_not_at_all():
+    got = jump.judge({"jumper": _series(287_500), "non-jumper": _series(187_500)},
+                     {"jumper": _record(177_500), "non-jumper": _record(None)})
+    assert got["H1"]["verdict"] == "holds" and got["H2"]["verdict"] == "fails"      # 110,000 after the accuracy
+    assert got["H3"]["verdict"] == "fails" and got["H4"]["verdict"] == "fails"
+    flat = jump.judge({"jumper": _series(None), "non-jumper": _series(None)},
+                      {"jumper": _record(None), "non-jumper": _record(None)})
+    assert flat["H1"]["verdict"] == "fails" and flat["H2"]["verdict"] == "fails"
+
+
+def test_judge_waits_for_unfinished_runs():
+    part = {"step": SNAPS[:9], "ratio": [1.0] * 9, "training_classes": [0.5] * 9, "novel_classes": [0.5] * 9}
+    got = jump.judge({"jumper": part, "non-jumper": part}, {"jumper": None, "non-jumper": None})
+    assert all(v["verdict"] == "not yet" for v in got.values())
+    assert got["H1"]["why"] == "the jumper has reached 200,000 of 500,000 iterations"

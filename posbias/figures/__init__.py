@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .saving import FORMATS, SavedFigure, caption_for, resolve_glue, save, style  # first: picks the backend
 from .comparisons import hero_figure, sink_comparison_figure
-from .overtraining import bias_over_training_figure, budget_trajectories_figure
+from .overtraining import bias_over_training_figure, budget_trajectories_figure, jump_figure
 from .standing import standing_figure
 from .wu import (alpha_profile_figure, attention_maps_figure, fig3_accuracy_figure,
                  fig3_gap_curves_figure, fig3_sweep_figure, fig4_accuracy_figure, fig4_preference_curves_figure,
@@ -26,4 +26,4 @@ __all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigu
            "sink_panels_figure", "fig3_accuracy_figure", "fig4_accuracy_figure", "fig3_sweep_figure",
            "fig4_sweep_figure", "fig3_gap_curves_figure", "fig4_preference_curves_figure",
            "sink_comparison_figure", "hero_figure", "bias_over_training_figure", "budget_trajectories_figure",
-           "standing_figure"]
+           "jump_figure", "standing_figure"]

@@ -58,36 +58,100 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
                                mark: int | None = 100_000) -> matplotlib.figure.Figure:
     """The fixed-budget study, every network drawn: one column per configuration, the mean IC accuracy
     (top) and the first-last gap (bottom) of each stored network against iterations (thousands), one
-    line per network, coloured by its branch (:func:`posbias.budget_read.branches_of`; solid: trained
-    under the design, dashed: admitted). A configuration with no network stored says ``not yet``."""
-    from ..budget_read import branches_of, done  # lazy: posbias.budget_read (torch) costs ~1.5s at import
+    line per network. One colour means one thing in every panel: orange, the network left a plateau after
+    100,000 iterations (:func:`posbias.budget.plateau_exits`); blue, it never did. Solid: trained under the
+    design; dashed: an admitted record. Grey lines in the top row: what copying a random context label scores
+    and the best any network that ignores the query scores (:func:`posbias.retrieval.closed_forms`). A legend
+    under the panels; a configuration with no network stored says ``not yet``."""
+    from matplotlib.lines import Line2D
+
+    from ..budget_read import _exits_after, done  # lazy: posbias.budget_read (torch) costs ~1.5s at import
+    from ..retrieval import closed_forms
 
     labels = list(study)
-    fig, axes = plt.subplots(2, max(len(labels), 1), figsize=(2.6 * max(len(labels), 1), 4.6), sharex="col",
+    fig, axes = plt.subplots(2, max(len(labels), 1), figsize=(2.6 * max(len(labels), 1), 5.2), sharex="col",
                              sharey="row", squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    left, stayed = colours[1], colours[0]
+    ic = closed_forms()["ic"]
+    refs = ((float(ic["copy_random"]), ":"), (float(ic["ignore_best"]), "--"))
     source = {(label, s): src for label, rows in study.items() for s, src, _ in rows}
     for k, label in enumerate(labels):
         top, bottom = axes[0, k], axes[1, k]
         runs = done(study)[label]
-        top.set_title(f"{label.replace('|', ', depth ')} ({len(runs)} of {len(study[label])})", fontsize=8)
+        top.set_title(f"{label.replace('|', ', depth ')} ({len(runs)} of {len(study[label])})", fontsize=9)
+        for y, ls in refs:
+            top.axhline(y, color="0.6", lw=0.7, ls=ls)
         if not runs:
             top.text(0.5, 0.5, "not yet", ha="center", va="center", transform=top.transAxes, fontsize=9)
             bottom.text(0.5, 0.5, "not yet", ha="center", va="center", transform=bottom.transAxes, fontsize=9)
             continue
-        for b, branch in enumerate(branches_of(runs)):
-            for seed, r in branch:
-                c = r["curves"]
-                x = [s / 1000 for s in c["step"]]
-                ls = "-" if source[(label, seed)] == "design" else "--"
-                top.plot(x, bd.mean_accuracy(c), color=colours[b % len(colours)], lw=0.9, ls=ls)
-                bottom.plot(x, cv.gap_curve(c, "first-last"), color=colours[b % len(colours)], lw=0.9, ls=ls)
+        for seed, r in runs:
+            c = r["curves"]
+            x = [s / 1000 for s in c["step"]]
+            ls = "-" if source[(label, seed)] == "design" else "--"
+            colour = left if _exits_after(r) else stayed
+            top.plot(x, bd.mean_accuracy(c), color=colour, lw=0.9, ls=ls)
+            bottom.plot(x, cv.gap_curve(c, "first-last"), color=colour, lw=0.9, ls=ls)
         for ax in (top, bottom):
             if mark is not None:
                 ax.axvline(mark / 1000, color="k", lw=0.5, ls=":")
+            ax.tick_params(labelsize=8)
         bottom.axhline(0, color="k", lw=0.5)
-        bottom.set_xlabel("iteration (thousands)", fontsize=8)
-    axes[0, 0].set_ylabel("mean IC accuracy")
-    axes[1, 0].set_ylabel("first-last gap")
-    fig.suptitle("Every network of the fixed-budget study (colour: branch; dashed: admitted record)", fontsize=9)
+        bottom.set_xlabel("iteration (thousands)", fontsize=9)
+    axes[0, 0].set_ylabel("mean IC accuracy", fontsize=9)
+    axes[1, 0].set_ylabel("first-last gap", fontsize=9)
+    handles = [Line2D([], [], color=left, lw=1.2, label="left a plateau after 100k"),
+               Line2D([], [], color=stayed, lw=1.2, label="never left it"),
+               Line2D([], [], color="0.3", lw=1.0, ls="--", label="admitted record"),
+               Line2D([], [], color="0.6", lw=0.9, ls=":", label=f"copying a random context label ({refs[0][0]:.3f})"),
+               Line2D([], [], color="0.6", lw=0.9, ls="--",
+                      label=f"best while ignoring the query ({refs[1][0]:.3f})"),
+               Line2D([], [], color="k", lw=0.6, ls=":", label="the paper's 100,000 iterations")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    return fig
+
+
+def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None = 100_000) -> matplotlib.figure.Figure:
+    """The jump study's probes along training (:func:`posbias.jump.probe_series`, one per role): four panels against
+    iterations (thousands), the jumper orange and the non-jumper blue as in the study's trajectories. (a) accuracy
+    on fresh IC sets (solid) and on a fresh position sweep (dashed), with the sweep's ceiling for any network that
+    ignores the query (grey); (b) the last layer's attention on the query's own class over what position alone
+    predicts; (c) accuracy on training classes (solid) and on novel ones (dashed); (d) of the wrong answers, the
+    share that is the label at the first (solid), middle (dashed) or last (dotted) slot. A role with nothing kept
+    yet is left out; the legend says how far each has trained."""
+    from matplotlib.lines import Line2D
+
+    from ..retrieval import closed_forms
+
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {"jumper": colours[1], "non-jumper": colours[0]}
+    fig, ax = plt.subplots(1, 4, figsize=(12, 3.3))
+    ceiling = float(closed_forms()["sweep"]["ignore_best"])
+    ax[0].axhline(ceiling, color="0.6", lw=0.7, ls="--")
+    ax[1].axhline(1.0, color="0.6", lw=0.7, ls="--")
+    handles = []
+    for role, s in series.items():
+        if not s["step"]:
+            continue
+        x, c = [v / 1000 for v in s["step"]], colour.get(role, "k")
+        ax[0].plot(x, s["ic"], color=c, lw=1.2)
+        ax[0].plot(x, s["sweep"], color=c, lw=1.2, ls="--")
+        ax[1].plot(x, s["ratio"], color=c, lw=1.2, marker=".", ms=3)
+        ax[2].plot(x, s["training_classes"], color=c, lw=1.2)
+        ax[2].plot(x, s["novel_classes"], color=c, lw=1.2, ls="--")
+        for key, ls in (("wrong_first", "-"), ("wrong_middle", "--"), ("wrong_last", ":")):
+            ax[3].plot(x, s[key], color=c, lw=1.2, ls=ls)
+        handles.append(Line2D([], [], color=c, lw=1.5, label=f"{role} (to {max(s['step']):,})"))
+    titles = ("(a) accuracy: IC sets, sweep (dashed)", "(b) own-class attention / position",
+              "(c) training classes, novel (dashed)", "(d) wrong answers: first, middle --, last :")
+    for a, t in zip(ax, titles):
+        a.set_title(t, fontsize=9)
+        a.set_xlabel("iteration (thousands)", fontsize=9)
+        a.tick_params(labelsize=8)
+        if mark is not None:
+            a.axvline(mark / 1000, color="k", lw=0.5, ls=":")
+    handles.append(Line2D([], [], color="0.6", lw=0.9, ls="--",
+                          label=f"sweep ceiling without the query ({ceiling:.3f})"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     return fig
