@@ -93,8 +93,12 @@ def _results(cid: str) -> dict[str, Any] | None:
 
 
 def write_generated_pages(chapters: list[str], profile: str) -> None:
-    """``book/_executed/status.md`` and ``how-to-cite.md`` from the runs' results."""
+    """``book/_executed/status.md`` and ``how-to-cite.md`` from the runs' results, and the schematics of the page on
+    what position bias is (:mod:`posbias.figures.schematics`)."""
+    from .figures import schematics  # lazy: matplotlib
+
     results = {cid: _results(cid) for cid in chapters}
+    schematics.write(EXECUTED / "schematics")      # the page on what position bias is draws them
     (EXECUTED / "status.md").write_text(status_page(results, profile), encoding="utf-8")
     (EXECUTED / "how-to-cite.md").write_text(citation_page(results), encoding="utf-8")
     manifest = {}

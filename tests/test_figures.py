@@ -437,3 +437,32 @@ def test_budget_trajectories_colour_means_leaving_a_plateau_in_every_panel():
         assert {ln.get_color() for ln in drawn} == {colours[0], colours[1]}
     assert bd.JUMP == 0.05
     plt.close(fig)
+
+
+def test_schematics_draw_what_the_library_computes(tmp_path):
+    import re
+    from pathlib import Path
+
+    import torch
+
+    from posbias.figures import schematics
+    from posbias.theory import decay_critical_distance
+
+    paths = schematics.write(tmp_path)
+    assert sorted(paths) == sorted(schematics.SCHEMATICS) and all(p.stat().st_size > 5000 for p in paths.values())
+    fig = schematics.mask_walk(n=6, depths=(1, 16))
+    bars = [p.get_height() for p in fig.axes[1].patches]
+    assert bars[:6] == pytest.approx([1 / 6] * 6) and bars[6] > 0.99      # one layer even; sixteen on token 1
+    plt.close(fig)
+    fig = schematics.decay_pushback(m=0.5, depths=(4,))
+    line, dot = fig.axes[0].lines
+    assert dot.get_xdata()[0] == decay_critical_distance(4, 0.5) == int(torch.tensor(line.get_ydata()).argmax())
+    plt.close(fig)
+    fig = schematics.layernorm_recency()
+    ln, raw = (ln.get_ydata() for ln in fig.axes[0].lines)
+    assert all(b > a for a, b in zip(ln, ln[1:])) and max(abs(x) for x in raw) < 1e-12
+    plt.close(fig)
+    page = (Path(__file__).resolve().parents[1] / "book" / "position-bias.md").read_text()
+    for name, (_, alt) in schematics.SCHEMATICS.items():
+        assert f"_executed/schematics/{name}.png" in page and f":alt: {alt}" in page, name
+    assert page.index("schematics/mask-walk.png") < min(m.start() for m in re.finditer(r"\$", page))
