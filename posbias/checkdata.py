@@ -1,7 +1,8 @@
 """``posbias check-data``: every committed result matches its manifest hash, and a cheap sample recomputes.
 
 Every file of ``data/`` is checked against ``data/manifest.json`` and its embedded result hash
-(:func:`verify_data`), and its parameters must hash to its file name. Then, per
+(:func:`verify_data`), its parameters must hash to its file name, and a trained unit's summary must be
+what its sittings say (:func:`summary_problem`). Then, per
 experiment with a registered recomputation (:data:`posbias.recompute.RECOMPUTE`, filled by
 ``@recomputable`` in the module that owns the compute), the ``sample`` cheapest records by
 estimated cost (the stored wall time; ties by file name, so the choice is deterministic) are
@@ -28,9 +29,10 @@ from typing import Any, Iterable, Iterator
 
 from . import parking, store
 from .recompute import RECOMPUTE, Recompute, recomputable
-from .provenance import cpu_info, host_kind, is_gpu, sitting_device
+from .provenance import cpu_info, host_kind, is_gpu, sitting_device, summary_contradictions, unit_words
 
-__all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record", "host_kinds"]
+__all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record", "host_kinds",
+           "summary_problem", "SUMMARY_PROBLEM"]
 
 # modules that register recomputations with @recompute.recomputable (importing them registers)
 _MODULES = ("posbias.lnsim", "posbias.llm")
@@ -58,8 +60,9 @@ def verify_data(log=print) -> list[str]:
     """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
 
     Files present but not in the manifest, manifest entries without a file, hash mismatches,
-    committed checkpoints missing a part, damaged records and a provenance wall time other than the
-    training time the result measured are problems. (``posbias check-data`` then recomputes a sample:
+    committed checkpoints missing a part, damaged records, a provenance wall time other than the
+    training time the result measured, and a summary that contradicts its sittings
+    (:func:`summary_problem`) are problems. (``posbias check-data`` then recomputes a sample:
     :mod:`posbias.checkdata`.)
     """
     problems = []
@@ -94,6 +97,8 @@ def verify_data(log=print) -> list[str]:
             elif not _wall_time_consistent(rec):
                 problems.append(f"{name}: provenance wall_seconds {rec['provenance'].get('wall_seconds')} is not the "
                                 f"training time the result measured ({rec['result']['train_seconds_ensemble']} s)")
+            elif (why := summary_problem(rec)) is not None:
+                problems.append(f"{name}: {why}")
             else:
                 log(f"ok  {name}")
     reported = {p.partition(": ")[0] for p in problems}
@@ -103,6 +108,22 @@ def verify_data(log=print) -> list[str]:
         if (why := parking.parts_problem(target, manifest)) is not None:
             problems.append(f"{target.relative_to(store.DATA)}: {why}")
     return problems
+
+
+#: How a record's problem begins when its summary contradicts its sittings (its hash verifies).
+SUMMARY_PROBLEM = "its summary contradicts its sittings"
+
+
+def summary_problem(rec: dict[str, Any]) -> str | None:
+    """Why a stored record's provenance contradicts itself (:func:`posbias.provenance.summary_contradictions`:
+    a summary field that is not what its sittings say, a sitting with no commit and no reason), naming the
+    unit and each field; None when it does not."""
+    found = summary_contradictions(rec.get("provenance") or {})
+    if not found:
+        return None
+    params = rec.get("params") or {}
+    unit = unit_words(params) if "depth" in params else rec.get("experiment", "this record")
+    return f"{SUMMARY_PROBLEM} ({unit}): " + "; ".join(f"{field} {what}" for field, what in found)
 
 
 def _weights_problem(name: str) -> str | None:
@@ -124,6 +145,21 @@ def _weights_problem(name: str) -> str | None:
     if not (store.DATA / UNIT_EXPERIMENT / f"{key}.json").exists():
         return f"no committed record {UNIT_EXPERIMENT}/{key}.json for the network they keep"
     return None
+
+
+def _weights_summary(path: Path) -> str | None:
+    """A note where kept weights' provenance contradicts its sittings: told, not failed, since the
+    weights kept before issue 95 carry the keeping process's summary and are left as they are."""
+    from .training.weights import metadata
+
+    try:
+        found = summary_contradictions(metadata(path)["provenance"])
+    except (OSError, ValueError, KeyError):
+        return None                     # unreadable weights are verify_data's problem
+    if not found:
+        return None
+    return ("the summary in their provenance is the keeping process's, not their sittings' (kept before "
+            "summaries were derived, issue 95): " + ", ".join(dict.fromkeys(f for f, _ in found)))
 
 
 def wu_unit_record(params: dict[str, Any]) -> dict[str, Any]:
@@ -301,6 +337,16 @@ def _threads(n: int | None) -> Iterator[None]:
             os.environ["POSBIAS_THREADS"] = env
 
 
+def _record_threads(prov: dict[str, Any]) -> int | None:
+    """The torch thread count a record was computed with: its summary's, or where its sittings differ
+    ("mixed"), its last sitting's (no one count reproduces it)."""
+    n = prov.get("torch_threads")
+    if isinstance(n, int):
+        return n
+    last = (prov.get("sittings") or [{}])[-1].get("torch_threads")
+    return last if isinstance(last, int) else None
+
+
 def _elsewhere(prov: dict[str, Any]) -> str | None:
     """Why a record's bits need not be this CPU's, or None where all of it was computed on this CPU:
     every sitting counts (a unit may begin on a GPU or another host and finish here), and a record
@@ -332,7 +378,7 @@ def _recompute(row: Row, rec: dict[str, Any], spec: Recompute) -> None:
                          + (f" ({spec.tolerance_note})" if spec.tolerance_note else ""))
     t0 = time.perf_counter()
     try:
-        with _threads(rec.get("provenance", {}).get("torch_threads")):
+        with _threads(_record_threads(rec.get("provenance", {}))):
             fresh = json.loads(json.dumps(store.to_jsonable(spec(rec["params"]))))
     except Exception as e:  # noqa: BLE001 - any failure to reproduce is reported
         row.recomputed, row.verdict = "error", f"FAIL: recomputation raised {type(e).__name__}: {e}"
@@ -366,8 +412,8 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         exp = name.split("/", 1)[0]
         row = Row(name, exp)
         rows.append(row)
-        if name in bad_hash:
-            row.verdict, row.hash_ok = f"FAIL: {bad_hash[name]}", False
+        if name in bad_hash:        # a summary that contradicts its sittings is no fault of the file's hash
+            row.verdict, row.hash_ok = f"FAIL: {bad_hash[name]}", bad_hash[name].startswith(SUMMARY_PROBLEM)
             continue
         if name.endswith(".pt"):        # a parked checkpoint of unfinished training: nothing to recompute
             row.recomputed = "checkpoint"
@@ -376,6 +422,8 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
         if name.endswith(".safetensors"):   # kept weights: hash, metadata and record checked above
             row.recomputed = "weights"
             row.notes.append("kept weights; their record is recomputed as a record")
+            if (why := _weights_summary(data / name)) is not None:
+                row.notes.append(why)
             continue
         rec = json.loads((data / name).read_text())
         row.experiment = exp = rec.get("experiment", exp)

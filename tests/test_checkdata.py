@@ -2,14 +2,16 @@
 
 Every test works on a copy of data/ in a temporary folder; the real data/ is never written.
 """
+import copy
 import dataclasses
 import json
 import shutil
 
 import pytest
+from provenance_helpers import CONTRADICTIONS, _consistent
 
 from posbias import checkdata, parking, recompute, store
-from posbias.provenance import ROOT
+from posbias.provenance import ROOT, unit_words
 
 
 @pytest.fixture()
@@ -186,7 +188,7 @@ def test_tolerance_is_exact_on_the_recording_cpu_and_wider_on_another(data_copy,
     provenance, not identity: the CPU build reads it under the CPU key), it is within the stated 0.05
     and says why. Every sitting counts: a unit that began on a GPU or another CPU and finished on this
     one is not this CPU's bits."""
-    from posbias.provenance import cpu_info, sha256_file
+    from posbias.provenance import cpu_info, sha256_file, with_summary
 
     path = _cheapest(data_copy, "wu-units")
     rec = json.loads(path.read_text())
@@ -199,9 +201,11 @@ def test_tolerance_is_exact_on_the_recording_cpu_and_wider_on_another(data_copy,
     if cpu is not None:
         rec["provenance"]["cpu"] = cpu
     if recorded and ", then this" in recorded:
+        git = {"commit": "a" * 40, "dirty": False}
         first = ({"device": "cuda", "device_name": "NVIDIA H200", "cpu": other} if recorded.startswith("gpu")
                  else {"device": "cpu", "cpu": other})
-        rec["provenance"].update(device="cpu", sittings=[first, {"device": "cpu", "cpu": cpu_info()}])
+        rec["provenance"] = with_summary(rec["provenance"], [{**first, "git": git},
+                                                             {"device": "cpu", "cpu": cpu_info(), "git": git}])
     path.write_text(json.dumps(rec))
     manifest = json.loads((data_copy / "manifest.json").read_text())
     manifest[str(path.relative_to(data_copy))] = sha256_file(path)
@@ -264,3 +268,90 @@ def test_kept_weights_are_tied_to_their_record(data_copy, monkeypatch):
     manifest.pop(str(wrong.relative_to(data_copy)))
     (data_copy / "manifest.json").write_text(json.dumps(manifest))
     assert f"{wrong.relative_to(data_copy)}: not in data/manifest.json" in checkdata.verify_data(log=lambda *a: None)
+
+
+# --------------------------------------------------------------------------- summaries (issue 95)
+
+def _rewrite(data, path, rec):
+    """Write ``rec`` over ``path`` in the store's form and list its new hash in the copy's manifest."""
+    path.write_text(json.dumps(rec, sort_keys=True, separators=(",", ":")) + "\n")
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest[str(path.relative_to(data))] = store.file_hash(path)
+    (data / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _mine(problems, path, data):
+    return [p for p in problems if p.startswith(f"{path.relative_to(data)}: ")]
+
+
+def test_every_committed_unit_summary_is_its_sittings():
+    """The committed records (data/, not a copy): no summary contradicts its sittings and every sitting
+    records its commit or says why (issue 95: 268 records did before they were mended)."""
+    bad = {}
+    for path in sorted(store.DATA.rglob("*.json")):
+        if path.name != "manifest.json":
+            rec = json.loads(path.read_text())
+            if isinstance(rec.get("provenance"), dict) and (why := checkdata.summary_problem(rec)):
+                bad[str(path.relative_to(store.DATA))] = why
+    assert not bad, f"{len(bad)} records, e.g. {next(iter(bad.items()))}"
+
+
+def test_check_data_fails_on_each_kind_of_contradicting_summary(data_copy):
+    """A synthetic unit of mixed sittings (it began on a GPU, from a dirty tree, and finished on a CPU):
+    with its summary derived from them it passes; with one field of the summary edited (each kind of
+    contradiction in turn) check-data fails on it, naming the unit and the field, its hash still verifying."""
+    path = _cheapest(data_copy, "wu-units")
+    rec = json.loads(path.read_text())
+    words = unit_words(rec["params"])
+    consistent = _consistent(wall_seconds=rec["provenance"]["wall_seconds"])
+    rec["provenance"] = consistent
+    _rewrite(data_copy, path, rec)
+    assert _mine(checkdata.verify_data(log=lambda *a: None), path, data_copy) == []
+    for kind, (edit, field) in CONTRADICTIONS.items():      # the record's check, as verify_data makes it
+        rec["provenance"] = copy.deepcopy(consistent)
+        edit(rec["provenance"])
+        problem = checkdata.summary_problem(rec)
+        assert problem and problem.startswith(f"{checkdata.SUMMARY_PROBLEM} ({words}): "), (kind, problem)
+        assert f" {field} " in problem, (kind, problem)
+    for kind in ("device", "a sitting without a commit"):   # and through the files, end to end
+        rec["provenance"] = copy.deepcopy(consistent)
+        CONTRADICTIONS[kind][0](rec["provenance"])
+        _rewrite(data_copy, path, rec)
+        (problem,) = _mine(checkdata.verify_data(log=lambda *a: None), path, data_copy)
+        assert problem == f"{path.relative_to(data_copy)}: {checkdata.summary_problem(rec)}"
+    row = _row(checkdata.run_checks(sample=0, log=lambda *a: None), path, data_copy)
+    assert row.bad and row.hash_ok and row.verdict == "FAIL: " + problem.split(": ", 1)[1]
+
+
+def test_check_data_exit_status_and_message_name_the_unit_and_the_field(data_copy, capsys):
+    path = _cheapest(data_copy, "wu-units")
+    rec = json.loads(path.read_text())
+    rec["provenance"] = {**_consistent(wall_seconds=rec["provenance"]["wall_seconds"]), "device": "cpu",
+                         "numerics_uniform": True}           # what the 60 confirmation units said
+    _rewrite(data_copy, path, rec)
+    assert checkdata.check_data(sample=0) == 3
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if path.name in x)
+    assert unit_words(rec["params"]) in line
+    assert "device says 'cpu', its sittings 'mixed' ['cuda', 'cpu']" in line
+    assert "numerics_uniform says True, its sittings False" in line
+
+
+def test_a_record_without_sittings_is_its_own_sitting_and_needs_its_commit_or_a_reason(data_copy):
+    path = _cheapest(data_copy, "wu-units")
+    rec = json.loads(path.read_text())
+    rec["provenance"] = {**{k: v for k, v in rec["provenance"].items() if k not in ("sittings", "mixed")},
+                         "git": {"commit": None, "dirty": None}}
+    _rewrite(data_copy, path, rec)
+    (problem,) = _mine(checkdata.verify_data(log=lambda *a: None), path, data_copy)
+    assert "git.commit the record (its own sitting) records no commit and does not say why" in problem
+    rec["provenance"]["git"]["commit_missing_reason"] = "fatal: not a git repository"
+    _rewrite(data_copy, path, rec)
+    assert _mine(checkdata.verify_data(log=lambda *a: None), path, data_copy) == []
+
+
+def test_a_record_of_mixed_thread_counts_is_recomputed_with_its_last_sittings():
+    assert checkdata._record_threads({"torch_threads": 2}) == 2
+    assert checkdata._record_threads({"torch_threads": "mixed", "sittings": [{"torch_threads": 2},
+                                                                            {"torch_threads": 1}]}) == 1
+    assert checkdata._record_threads({}) is None
