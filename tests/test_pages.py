@@ -1,16 +1,21 @@
 """A reader's scan of every page of the built book: nothing stray is published.
 
 Fails on a cell output that is only a number (a cell's last expression left showing), any
-``Warning`` or ``Traceback`` text in an output, an absolute path of the machine that built the
-book, a literal ``\\_`` in math or prose, and a code line longer than 100 characters (it scrolls
-sideways on a laptop): a line of a code cell or of a code block in the prose (not of a cell's
-output, nor of a BibTeX entry, which is copied whole). The rules are tested on small pages
-first, then run over the smoke build that ``tests/test_book.py`` makes (the ``smoke_book``
-fixture: one build per session).
+``Warning`` or ``Traceback`` text in an output, a progress bar's text or any other output on
+stderr, an absolute path of the machine that built the book, a literal ``\\_`` in math or prose,
+and a code line longer than 100 characters (it scrolls sideways on a laptop): a line of a code
+cell or of a code block in the prose (not of a cell's output, nor of a BibTeX entry, which is
+copied whole). The rules are tested on small pages first, then run over the smoke build that
+``tests/test_book.py`` makes (the ``smoke_book`` fixture: one build per session). Beyond the
+pages, every file the site publishes (downloadable notebooks, images, scripts) is read for the
+build machine's paths and must be readable by whom the umask lets read an ordinary file.
 """
 from __future__ import annotations
 
+import os
 import re
+import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +28,8 @@ NUMBER = r"[-+]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)"
 # a bare number, or one wrapped the way numpy/torch print a scalar: np.float64(1.5), tensor(2.)
 BARE_NUMBER = re.compile(rf"^\(?(?:{NUMBER})\)?$|^[\w.]+\(\s*(?:{NUMBER})\s*(?:,\s*dtype=[\w.]+)?\s*\)$")
 WARNING = re.compile(r"Warning\b|Traceback")
+# tqdm's text: "(N, w): 100%|##########| 16/16 [00:41<00:00, 2.59s/it]"
+PROGRESS = re.compile(r"\d{1,3}%\|[^|\n]{0,100}\|\s*\d+/\d+|\[\d+:\d\d<[\d:?]+|\d(?:\.\d+)?(?:s/it|it/s)\]")
 MACHINE_PATHS = (r"(?<![\w.~])/root\b", r"(?<![\w.~])/home/", r"site-packages", r"(?<![\w.~])/tmp/")
 
 
@@ -47,6 +54,10 @@ def scan_page(text: str, roots: list[Path]) -> list[str]:
         for line in body.splitlines():
             if WARNING.search(line):
                 problems.append(f"warning or traceback in an output: {line.strip()[:160]!r}")
+            if PROGRESS.search(line):
+                problems.append(f"progress bar in an output: {line.strip()[:160]!r}")
+    for out in main.select("div.output.stderr"):
+        problems.append(f"output on stderr: {out.get_text().strip()[:160]!r}")
     visible = main.get_text("\n")
     for pat in _machine_path_patterns(roots):
         for m in pat.finditer(visible):
@@ -84,6 +95,40 @@ def scan_book(html_root: Path, roots: list[Path]) -> dict[str, list[str]]:
         problems = scan_page(page.read_text(errors="replace"), roots)
         if problems:
             found[str(page.relative_to(html_root))] = problems
+    return found
+
+
+def site_path_patterns(roots: list[Path]) -> list[re.Pattern[bytes]]:
+    """The build machine's own absolute paths, as bytes: the trees it built in, its Python, its home."""
+    places = {str(r).rstrip("/") for r in roots} | {sys.prefix, os.path.realpath(sys.prefix)}
+    home = os.path.expanduser("~").rstrip("/")
+    pats = [re.compile(rb"(?<![\w.~/-])" + re.escape(p.encode()) + rb"(?![\w.-])") for p in sorted(places) if p]
+    if len(home) > 1:
+        pats.append(re.compile(rb"(?<![\w.~/:-])" + re.escape(home.encode()) + rb"/[\w.-]"))
+    return pats
+
+
+def scan_site_files(html_root: Path, roots: list[Path], umask: int) -> dict[str, list[str]]:
+    """``{file relative to html_root: problems}`` over every file and folder the site publishes (not only
+    its pages): an absolute path of the build machine in its bytes, or a mode that lets fewer people read
+    it than an ordinary file (``0o666``) or folder (``0o777``) made under ``umask``."""
+    pats = site_path_patterns(roots)
+    readable = {False: 0o666 & ~umask & 0o444, True: 0o777 & ~umask & 0o555}
+    found: dict[str, list[str]] = {}
+    for path in sorted(html_root.rglob("*")):
+        problems = []
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        want = readable[path.is_dir()]
+        if mode & want != want:
+            problems.append(f"mode {oct(mode)}: not readable by all whom the umask {oct(umask)} lets read it")
+        if path.is_file():
+            data = path.read_bytes()
+            for pat in pats:
+                for m in pat.finditer(data):
+                    context = data[max(0, m.start() - 40): m.end() + 40].decode("utf-8", "replace")
+                    problems.append(f"path of the build machine: {context!r}")
+        if problems:
+            found[str(path.relative_to(html_root))] = problems
     return found
 
 
@@ -164,6 +209,41 @@ def test_a_long_code_line_fails_but_a_long_output_line_does_not():
     assert len(exactly) == MAX_CODE_LINE and scan_page(_page(_cell(exactly)), ROOTS) == []
 
 
+@pytest.mark.parametrize("output", ["(N, w): 100%|##########| 16/16 [00:41<00:00,  2.59s/it]",
+                                    "(N, K):  25%|##5       | 1/4 [00:00<?, ?it/s]",
+                                    "steps: 40%|████      | 400/1000 [01:02<01:33, 6.41it/s]"])
+def test_a_progress_bar_in_an_output_fails(output):
+    problems = scan_page(_page(_cell("for x in report.progress(grid): ...", output, kind="stream")), ROOTS)
+    assert any(p.startswith("progress bar in an output") for p in problems), problems
+
+
+def test_any_output_on_stderr_fails_and_a_table_with_bars_passes():
+    assert scan_page(_page(_cell("run()", "resumed from step 3/10", kind="stderr")), ROOTS)[0].startswith(
+        "output on stderr")
+    assert scan_page(_page(_cell("show()", "| 50% | 1/2 |\n| mass | 0.5 |", kind="stream")), ROOTS) == []
+
+
+def test_the_site_scan_reads_every_file_for_machine_paths_and_modes(tmp_path):
+    tree = Path("/build/tree/posbias")
+    site = tmp_path / "html"
+    (site / "_sources" / "c").mkdir(parents=True)
+    (site / "_images").mkdir()
+    (site / "index.html").write_text("<p>see book/_executed/x/x.ipynb and https://example.org/build/tree/posbias</p>")
+    (site / "_sources" / "c" / "x.ipynb").write_text('{"output_path": "/build/tree/posbias/book/x.ipynb"}')
+    (site / "_images" / "a.png").write_bytes(b"\x89PNG\x00tEXt\x00" + str(sys.prefix).encode() + b"/lib\x00")
+    (site / "_images" / "b.png").write_bytes(b"\x89PNG\x00")
+    (site / "c" / "x.html").parent.mkdir()
+    (site / "c" / "x.html").write_text("redirect")
+    for p in site.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    (site / "c" / "x.html").chmod(0o600)
+    found = scan_site_files(site, [tree], umask=0o022)
+    assert sorted(found) == ["_images/a.png", "_sources/c/x.ipynb", "c/x.html"], found
+    assert found["c/x.html"][0].startswith("mode 0o600")
+    assert found["_sources/c/x.ipynb"][0].startswith("path of the build machine")
+    assert scan_site_files(site, [tree], umask=0o077).keys() == {"_images/a.png", "_sources/c/x.ipynb"}
+
+
 # ---------------------------------------------------------------- the built book
 
 @pytest.mark.book
@@ -174,3 +254,17 @@ def test_no_stray_output_on_any_built_page(smoke_book):
     found = scan_book(smoke_book["html"], [smoke_book["root"], ROOT])
     report = "\n".join(f"{page}:\n  " + "\n  ".join(problems[:12]) for page, problems in found.items())
     assert not found, f"{len(found)} pages publish stray output:\n{report}"
+
+
+@pytest.mark.book
+def test_every_published_file_is_readable_and_names_no_path_of_the_build_machine(smoke_book):
+    """Issue 98: the downloadable notebooks carried papermill's absolute output_path, and the short
+    addresses c/<chapter>.html were written 0600. Every file of the site, not only its pages."""
+    from posbias.store import umask
+
+    assert smoke_book["code"] == 0, "the smoke build failed; see test_book"
+    html = smoke_book["html"]
+    assert len(list(html.glob("_sources/**/*.ipynb"))) >= 20, "the scan should see the downloadable notebooks"
+    found = scan_site_files(html, [smoke_book["root"], ROOT], umask())
+    report = "\n".join(f"{f}:\n  " + "\n  ".join(problems[:6]) for f, problems in list(found.items())[:40])
+    assert not found, f"{len(found)} published files are unreadable or name the build machine:\n{report}"
