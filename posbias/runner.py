@@ -314,14 +314,36 @@ def _portable_paths(nb: Any, source: Path, nb_path: Path) -> bool:
     return True
 
 
+#: How :func:`posbias.report.check` shows a check: a badge, then the check's name.
+_CHECK_LINE = re.compile(r"^\{bdg-(success|danger)\}`(PASS|FAIL)`")
+
+
+def _collapse_checks(nb: Any) -> bool:
+    """A cell whose every output is a check's line (:func:`posbias.report.check`) is collapsed on the page
+    (``hide-output``): the checks ran and would have stopped the build; their lines are one click away. A cell
+    whose checks sit beside a table or a figure is left as it is. Returns whether ``nb`` changed."""
+    changed = False
+    for cell in nb.cells:
+        outs = cell.get("outputs", []) if cell.get("cell_type") == "code" else []
+        texts = [o.get("data", {}).get("text/markdown") for o in outs]
+        if not outs or not all(isinstance(t, str) and _CHECK_LINE.match(t) for t in texts):
+            continue
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "hide-output" not in tags and "remove-output" not in tags:
+            tags.append("hide-output")
+            changed = True
+    return changed
+
+
 def _finish_notebook(nb_path: Path, source: Path) -> None:
-    """Tidy the executed notebook for the book: one parameters cell shown, no machine paths."""
+    """Tidy the executed notebook for the book: one parameters cell shown (collapsed), check lines collapsed
+    (:func:`_collapse_checks`), no machine paths."""
     import nbformat  # lazy: nbformat costs ~0.05s at import
 
     if not nb_path.exists():
         return
     nb = nbformat.read(nb_path, as_version=4)
-    if _show_one_parameters_cell(nb) | _portable_paths(nb, source, nb_path):
+    if _show_one_parameters_cell(nb) | _collapse_checks(nb) | _portable_paths(nb, source, nb_path):
         atomic_write_text(nb_path, nbformat.writes(nb))
 
 
