@@ -29,7 +29,8 @@ from typing import Any, Iterable, Iterator
 
 from . import parking, store
 from .recompute import RECOMPUTE, Recompute, recomputable
-from .provenance import cpu_info, host_kind, is_gpu, sitting_device, summary_contradictions, unit_words
+from .provenance import (SUMMARY_PROBLEM, cpu_info, host_kind, is_gpu, record_threads, sitting_device,
+                         summary_contradictions, summary_problem)
 
 __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record", "host_kinds",
            "summary_problem", "SUMMARY_PROBLEM"]
@@ -108,22 +109,6 @@ def verify_data(log=print) -> list[str]:
         if (why := parking.parts_problem(target, manifest)) is not None:
             problems.append(f"{target.relative_to(store.DATA)}: {why}")
     return problems
-
-
-#: How a record's problem begins when its summary contradicts its sittings (its hash verifies).
-SUMMARY_PROBLEM = "its summary contradicts its sittings"
-
-
-def summary_problem(rec: dict[str, Any]) -> str | None:
-    """Why a stored record's provenance contradicts itself (:func:`posbias.provenance.summary_contradictions`:
-    a summary field that is not what its sittings say, a sitting with no commit and no reason), naming the
-    unit and each field; None when it does not."""
-    found = summary_contradictions(rec.get("provenance") or {})
-    if not found:
-        return None
-    params = rec.get("params") or {}
-    unit = unit_words(params) if "depth" in params else rec.get("experiment", "this record")
-    return f"{SUMMARY_PROBLEM} ({unit}): " + "; ".join(f"{field} {what}" for field, what in found)
 
 
 def _weights_problem(name: str) -> str | None:
@@ -337,16 +322,6 @@ def _threads(n: int | None) -> Iterator[None]:
             os.environ["POSBIAS_THREADS"] = env
 
 
-def _record_threads(prov: dict[str, Any]) -> int | None:
-    """The torch thread count a record was computed with: its summary's, or where its sittings differ
-    ("mixed"), its last sitting's (no one count reproduces it)."""
-    n = prov.get("torch_threads")
-    if isinstance(n, int):
-        return n
-    last = (prov.get("sittings") or [{}])[-1].get("torch_threads")
-    return last if isinstance(last, int) else None
-
-
 def _elsewhere(prov: dict[str, Any]) -> str | None:
     """Why a record's bits need not be this CPU's, or None where all of it was computed on this CPU:
     every sitting counts (a unit may begin on a GPU or another host and finish here), and a record
@@ -378,7 +353,7 @@ def _recompute(row: Row, rec: dict[str, Any], spec: Recompute) -> None:
                          + (f" ({spec.tolerance_note})" if spec.tolerance_note else ""))
     t0 = time.perf_counter()
     try:
-        with _threads(_record_threads(rec.get("provenance", {}))):
+        with _threads(record_threads(rec.get("provenance", {}))):
             fresh = json.loads(json.dumps(store.to_jsonable(spec(rec["params"]))))
     except Exception as e:  # noqa: BLE001 - any failure to reproduce is reported
         row.recomputed, row.verdict = "error", f"FAIL: recomputation raised {type(e).__name__}: {e}"

@@ -6,12 +6,13 @@ import os
 import shlex
 from typing import Any
 
+from . import store
 from .chapters import get_chapter
-from .provenance import git_state
+from .provenance import code_gaps, git_state, unit_words
 from .teeth import SAMPLES, STANDINGS, TEETH_PATH, read_teeth, sample_runs, sampled_by_chapter
 
 __all__ = ["BOOK_URL", "SHORT", "chapter_url", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown",
-           "status_page", "citation_page"]
+           "status_page", "code_gaps_section", "citation_page"]
 
 BOOK_URL = os.environ.get("POSBIAS_BOOK_URL", "https://posbias.github.io/posbias")
 YEAR = "2026"
@@ -159,7 +160,42 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
             detail += ["Data files read (path, source, SHA-256):", ""] + [
                 f"- `{d['path']}` ({d['source']}, `{d['sha256'][:16]}`)" for d in data] + [""]
     lines.append("```")
-    return "\n".join(lines + ["", "## Checks and data, chapter by chapter", ""] + detail) + "\n"
+    return "\n".join(lines + [""] + code_gaps_section() + ["## Checks and data, chapter by chapter", ""]
+                     + detail) + "\n"
+
+
+def code_gaps_section(gaps: dict[str, list[dict[str, Any]]] | None = None) -> list[str]:
+    """The Status page's section on the committed networks whose code is not all in a commit
+    (:func:`posbias.provenance.code_gaps`): those trained partly from uncommitted code, grouped by commit
+    and configuration, and those with sittings that record no commit, with why (issue 95)."""
+    gaps = code_gaps(store.DATA) if gaps is None else gaps
+    dirty, lost = gaps["uncommitted"], gaps["no commit"]
+    if not dirty and not lost:
+        return []
+    out = ["## Networks trained from uncommitted code", "",
+           "Each sitting of a network's training records the commit of the code it ran and whether `posbias/` "
+           "or `notebooks/` had uncommitted changes then. "
+           f"{len(dirty)} committed network{'s' if len(dirty) != 1 else ''} trained partly from uncommitted code "
+           "(a sitting's tree was dirty): some of their steps ran code that no commit holds. A verdict that rests "
+           "on one of them says so beside it (*trained partly from uncommitted code*). By commit and "
+           "configuration:", ""]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for d in dirty:
+        groups.setdefault((", ".join(f"`{c}`" for c in d["commits"]), unit_words(d["params"], seed=False)
+                           if "depth" in d["params"] else d["unit"]), []).append(d)
+    for (commits, unit), ds in sorted(groups.items()):
+        seeds = ", ".join(str(d["params"].get("seed")) for d in sorted(ds, key=lambda d: d["params"].get("seed", 0)))
+        share = {(d["sittings"], d["of"]) for d in ds}
+        k, n = next(iter(share))
+        sat = ("; all of its training" if len(ds) == 1 else "; all of their training") if share == {(n, n)} else (
+            f"; in {k} of {n} sittings" if len(share) == 1 else "; in some of their sittings")
+        out.append(f"- at {commits} with uncommitted changes: {unit}, seed{'s' if len(ds) != 1 else ''} {seeds}{sat}")
+    out.append("")
+    if lost:
+        out += [f"{len(lost)} committed network{'s' if len(lost) != 1 else ''} have sittings that record no commit:",
+                ""]
+        out += [f"- {d['unit']}: {d['sittings']} of {d['of']} sittings; {d['reason']}" for d in lost] + [""]
+    return out
 
 
 def _sampled_note(n: dict[str, int] | None, target: str = "mutants") -> list[str]:

@@ -13,7 +13,8 @@ from typing import Any
 
 __all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "flushes_denormals", "numerics", "kernel_kind",
            "host_kind", "device_info", "MIXED", "SUMMARY_FIELDS", "sitting_numerics", "summary", "with_summary",
-           "summary_contradictions", "uncommitted_sittings", "unit_words",
+           "summary_contradictions", "uncommitted_sittings", "unit_words", "SUMMARY_PROBLEM", "summary_problem",
+           "record_threads", "code_gaps",
            "collect", "canonical_json", "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -295,15 +296,17 @@ def summary_contradictions(prov: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def unit_words(params: dict[str, Any]) -> str:
+def unit_words(params: dict[str, Any], seed: bool = True) -> str:
     """A trained unit named from its stored ``params`` for a message: ``"decay/none depth 2 seed 9, 500,000
-    steps"``, with its window, prefix, trained slots, residual stream and test draw where set."""
+    steps"``, with its window, prefix, trained slots, residual stream and test draw where set; without
+    ``seed``, the configuration its seeds share."""
     p = params
     extra = [f"{k} {p[k]}" for k in ("window", "prefix", "target_slots") if p.get(k) is not None]
     extra += ["residual"] if p.get("residual") else []
     extra += [f"test draw {p['test_seed']}"] if p.get("test_seed") is not None else []
     steps = f", {p['steps']:,} steps" if isinstance(p.get("steps"), int) else ""
-    return (f"{p.get('mask')}/{p.get('pe')} depth {p.get('depth')} seed {p.get('seed')}{steps}"
+    which = f" seed {p.get('seed')}" if seed else ""
+    return (f"{p.get('mask')}/{p.get('pe')} depth {p.get('depth')}{which}{steps}"
             + (f" ({', '.join(extra)})" if extra else ""))
 
 
@@ -311,6 +314,59 @@ def uncommitted_sittings(prov: dict[str, Any]) -> list[dict[str, Any]]:
     """The sittings of a stored unit (a record without sittings: the record) that trained from a tree
     with uncommitted changes to ``posbias/`` or ``notebooks/`` (``git.dirty`` true)."""
     return [s for s in prov.get("sittings") or [prov] if (s.get("git") or {}).get("dirty") is True]
+
+
+#: How a record's problem begins when its summary contradicts its sittings (its hash verifies).
+SUMMARY_PROBLEM = "its summary contradicts its sittings"
+
+
+def summary_problem(rec: dict[str, Any]) -> str | None:
+    """Why a stored record's provenance contradicts itself (:func:`summary_contradictions`:
+    a summary field that is not what its sittings say, a sitting with no commit and no reason), naming the
+    unit and each field; None when it does not."""
+    found = summary_contradictions(rec.get("provenance") or {})
+    if not found:
+        return None
+    params = rec.get("params") or {}
+    unit = unit_words(params) if "depth" in params else rec.get("experiment", "this record")
+    return f"{SUMMARY_PROBLEM} ({unit}): " + "; ".join(f"{field} {what}" for field, what in found)
+
+
+def record_threads(prov: dict[str, Any]) -> int | None:
+    """The torch thread count a record was computed with: its summary's, or where its sittings differ
+    ("mixed"), its last sitting's (no one count reproduces it)."""
+    n = prov.get("torch_threads")
+    if isinstance(n, int):
+        return n
+    last = (prov.get("sittings") or [{}])[-1].get("torch_threads")
+    return last if isinstance(last, int) else None
+
+
+def code_gaps(data: Path, experiment: str = "wu-units") -> dict[str, list[dict[str, Any]]]:
+    """The records of ``experiment`` in ``data`` (``store.DATA``) whose code is not all in a commit, for the
+    Status page: ``"uncommitted"``, those with a sitting from a tree with uncommitted changes
+    (:func:`uncommitted_sittings`), and ``"no commit"``, those with a sitting that records no commit.
+    Each ``{file, params, unit, sittings, of, commits, reason}``: the unit in words, how many of its
+    ``of`` sittings, their commits (short) and, for no commit, why (the sitting's or the record's
+    ``commit_missing_reason``)."""
+    folder = Path(data) / experiment
+    out: dict[str, list[dict[str, Any]]] = {"uncommitted": [], "no commit": []}
+    for path in sorted(folder.glob("*.json")):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        prov, params = rec.get("provenance") or {}, rec.get("params") or {}
+        sittings = prov.get("sittings") or [prov]
+        dirty = uncommitted_sittings(prov)
+        lost = [s for s in sittings if not (s.get("git") or {}).get("commit")]
+        base = {"file": f"{experiment}/{path.name}", "params": params, "of": len(sittings),
+                "unit": unit_words(params) if "depth" in params else path.stem}
+        if dirty:
+            out["uncommitted"].append({**base, "sittings": len(dirty), "commits": list(dict.fromkeys(
+                str((s.get("git") or {}).get("commit"))[:7] for s in dirty))})
+        if lost:
+            why = [(s.get("git") or {}).get("commit_missing_reason") or prov.get("commit_missing_reason") for s in lost]
+            out["no commit"].append({**base, "sittings": len(lost), "commits": [],
+                                     "reason": "; ".join(dict.fromkeys(str(w) for w in why))})
+    return out
 
 
 def device_info(device: str | None = None) -> dict[str, Any]:

@@ -135,13 +135,16 @@ class Scoreboard:
     def confirm_table(self):
         """Every entry of the frozen register: figure, exploratory verdict (seeds 0-4, after Holm over
         the register), confirmatory verdict (seeds 5-9, after Holm over the entries judged), the
-        configurations read before the freeze, and whether the two verdicts agree."""
+        configurations read before the freeze, those whose networks trained partly from uncommitted code,
+        and whether the two verdicts agree."""
         import pandas as pd  # lazy: pandas costs ~0.5s at import
 
         rows = [dict(r) for r in self.agreement()]
         for r in rows:
             r["agree"] = "" if r["agree"] is None else ("yes" if r["agree"] else "no")
-        return pd.DataFrame(rows, columns=["claim", "figure", "exploratory", "confirmatory", "partly seen", "agree"])
+            r["trained partly from uncommitted code"] = r.pop("uncommitted code")
+        return pd.DataFrame(rows, columns=["claim", "figure", "exploratory", "confirmatory", "partly seen",
+                                           "trained partly from uncommitted code", "agree"])
 
     def agreement(self) -> list[dict[str, Any]]:
         """:func:`posbias.claims.confirm.agreement` of this board: one row per frozen entry, in its order
@@ -225,9 +228,11 @@ class Scoreboard:
         h = claims.counts(done, True)
         figs = list(dict.fromkeys(j.entry.figure for j in done))
         seen = sum(bool(self.partly_seen.get(j.entry.id)) for j in done)
+        dirty = sum(bool(j.uncommitted) for j in done)
         return (f"{h['reproduced']} of {len(done)} claims judged so far reproduced, {h['contradicted']} contradicted, "
                 f"{h['inconclusive']} inconclusive (on {', '.join(figs)}; {len(self.confirmatory) - len(done)} "
-                f"claims wait for networks; {seen} of the judged rest partly on networks read before the freeze; "
+                f"claims wait for networks; {seen} of the judged rest partly on networks read before the freeze"
+                + (f", {dirty} on networks trained partly from uncommitted code" if dirty else "") + "; "
                 f"Holm's correction runs over the {len(done)} judged so far, so a verdict can still move as the "
                 "family grows)")
 

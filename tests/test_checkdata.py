@@ -351,7 +351,8 @@ def test_a_record_without_sittings_is_its_own_sitting_and_needs_its_commit_or_a_
 
 
 def test_a_record_of_mixed_thread_counts_is_recomputed_with_its_last_sittings():
-    assert checkdata._record_threads({"torch_threads": 2}) == 2
-    assert checkdata._record_threads({"torch_threads": "mixed", "sittings": [{"torch_threads": 2},
-                                                                            {"torch_threads": 1}]}) == 1
-    assert checkdata._record_threads({}) is None
+    from posbias.provenance import record_threads
+
+    assert record_threads({"torch_threads": 2}) == 2
+    assert record_threads({"torch_threads": "mixed", "sittings": [{"torch_threads": 2}, {"torch_threads": 1}]}) == 1
+    assert record_threads({}) is None

@@ -4,7 +4,7 @@ import shlex
 import pytest
 
 from posbias.chapters import chapter_ids, get_chapter
-from posbias.cite import figure_bibtex, footer_markdown, rerun_command, status_page
+from posbias.cite import code_gaps_section, figure_bibtex, footer_markdown, rerun_command, status_page
 
 
 @pytest.mark.parametrize("cid", chapter_ids())
@@ -98,3 +98,42 @@ def test_a_figure_cannot_name_a_stored_result_that_is_not_there(tmp_path, monkey
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="neither in data/ nor in the cache"):
         evidence.stored_file("sinks-streaming", {"no": "such"})
+
+
+def test_the_status_page_names_networks_trained_from_uncommitted_code(tmp_path):
+    """Issue 95: every committed network with a sitting from a dirty tree is named, by commit and
+    configuration, and every one with a sitting that records no commit, with why."""
+    import json
+
+    from posbias import provenance, store
+
+    folder = tmp_path / "wu-units"
+    folder.mkdir()
+    p = {"mask": "decay", "pe": "none", "depth": 4, "steps": 100000, "test_seed": 20261203}
+    dirty = {"commit": "dafd79baa417", "dirty": True}
+    clean = {"commit": "b5344c594390", "dirty": False}
+    recs = {"a": ({**p, "seed": 5}, {"sittings": [{"git": dirty}, {"git": clean}]}),
+            "b": ({**p, "seed": 6}, {"sittings": [{"git": dirty}, {"git": clean}]}),
+            "c": ({**p, "seed": 7}, {"sittings": [{"git": clean}]}),
+            "d": ({**p, "seed": 8}, {"git": {"commit": "8eca67f52ce1", "dirty": True}}),
+            "e": ({**p, "seed": 9}, {"sittings": [{"git": {"commit": None}}, {"git": clean}],
+                                     "commit_missing_reason": "not recorded by the code at the time"})}
+    for name, (params, prov) in recs.items():
+        (folder / f"{name}.json").write_text(json.dumps({"params": params, "provenance": prov}))
+    gaps = provenance.code_gaps(tmp_path)
+    assert [d["file"] for d in gaps["uncommitted"]] == ["wu-units/a.json", "wu-units/b.json", "wu-units/d.json"]
+    assert [d["file"] for d in gaps["no commit"]] == ["wu-units/e.json"]
+    text = "\n".join(code_gaps_section(gaps))
+    assert text.startswith("## Networks trained from uncommitted code")
+    assert "3 committed networks trained partly from uncommitted code" in text
+    assert ("- at `dafd79b` with uncommitted changes: decay/none depth 4, 100,000 steps (test draw 20261203), "
+            "seeds 5, 6; in 1 of 2 sittings") in text
+    assert "- at `8eca67f` with uncommitted changes: decay/none depth 4, 100,000 steps (test draw 20261203), " \
+           "seed 8; all of its training" in text
+    assert ("- decay/none depth 4 seed 9, 100,000 steps (test draw 20261203): 1 of 2 sittings; not recorded by "
+            "the code at the time") in text
+    assert code_gaps_section({"uncommitted": [], "no commit": []}) == []
+    page = status_page({"wu-fig-2": _result("wu-fig-2")}, "smoke")     # the committed data's, on the page
+    listed = bool(provenance.code_gaps(store.DATA)["uncommitted"])
+    assert ("## Networks trained from uncommitted code" in page) == listed
+    assert page.index("## Networks trained from uncommitted code") < page.index("## Checks and data")

@@ -130,6 +130,33 @@ def test_a_known_effect_gets_its_verdict(effect, verdict):
     assert j.mean == pytest.approx(effect, abs=1e-12) and j.n_runs == 5
 
 
+def test_a_verdict_on_networks_trained_from_uncommitted_code_says_so_beside_it(tmp_path, monkeypatch):
+    """Two of decay|2's five networks have a stored record with a sitting from a dirty tree (issue 95): the
+    verdict is the same, and the entry says beside it, in the judge's record and in the table's networks
+    column, which configuration's networks trained partly from uncommitted code and how many."""
+    import json
+
+    from posbias import store
+    from posbias.training.units import UNIT_EXPERIMENT, VERSION
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
+    units = {"No PE|2": _seeds(0.10), "decay|2": _seeds(0.0)}
+    for i, u in enumerate(units["decay|2"]):
+        u["params"] = {**u["params"], "seed": i}
+    clean = _judge("fig2-decay-reduces-2", units)
+    assert clean.uncommitted == {} and tables.uncommitted_words(clean) == ""
+    for u in units["decay|2"][:2]:
+        path = tmp_path / store.result_name(UNIT_EXPERIMENT, u["params"], VERSION)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sittings = [{"git": {"commit": "d" * 40, "dirty": True}}, {"git": {"commit": "a" * 40, "dirty": False}}]
+        path.write_text(json.dumps({"params": u["params"], "provenance": {"sittings": sittings}}))
+    j = _judge("fig2-decay-reduces-2", units)
+    assert (j.status, j.mean) == (clean.status, clean.mean)             # descriptive: the verdict is the same
+    assert j.uncommitted == {"decay|2": 2}
+    assert tables.uncommitted_words(j) == "trained partly from uncommitted code: decay|2 (2 of 5)"
+    assert tables.table([j])["networks"][0].endswith("; trained partly from uncommitted code: decay|2 (2 of 5)")
+
+
 def _guarded(tmp_path, guard_effect: float):
     """Judge fig3-causal-nope-early on a main difference of +0.2 with its guard (causal No PE's own
     first-vs-last gap) at ``guard_effect``."""

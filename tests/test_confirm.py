@@ -120,9 +120,11 @@ def test_agreement_compares_verdicts_after_holm():
     ex = [claims.Judged(e1, "reproduced", "reproduced"), claims.Judged(e2, "inconclusive", "inconclusive")]
     co = [claims.Judged(e1, "reproduced", "reproduced"), claims.Judged(e2, "reproduced", "contradicted"),
           claims.Judged(e3, claims.NOT_YET, claims.NOT_YET)]
+    co[1].uncommitted, co[1].n_seeds = {"decay|2": 5}, 5
     rows = confirm.agreement(ex, co, seen=lambda e: ["decay|2"] if e is e2 else [])
     assert [r["agree"] for r in rows] == [True, False, None]
     assert [r["partly seen"] for r in rows] == ["", "decay|2", ""]
+    assert [r["uncommitted code"] for r in rows] == ["", "decay|2 (5 of 5)", ""]
     assert rows[2]["exploratory"] == "(not in the register)"
 
 

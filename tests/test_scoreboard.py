@@ -107,7 +107,15 @@ def test_the_confirmatory_column_names_what_differs_and_counts_the_judged_only()
     assert "Holm's correction runs over the 2 judged so far" in board.confirm_phrase()
     assert board.disagreements("Figure 2") == [f"{b.id} (exploratory inconclusive, confirmatory contradicted)"]
     assert b.id in words and a.id not in words
-    assert "1 of the judged rest partly on networks read before the freeze" in board.confirm_phrase()
+    assert "1 of the judged rest partly on networks read before the freeze; Holm" in board.confirm_phrase()
+    co[0].uncommitted, co[0].n_seeds = {"No PE|2": 5}, 5     # issue 95: its networks trained partly from a dirty tree
+    assert ("1 of the judged rest partly on networks read before the freeze, 1 on networks trained partly from "
+            "uncommitted code;") in board.confirm_phrase()
+    tab = board.confirm_table()
+    assert list(tab.columns) == ["claim", "figure", "exploratory", "confirmatory", "partly seen",
+                                 "trained partly from uncommitted code", "agree"]
+    assert tab["trained partly from uncommitted code"].tolist()[:2] == ["No PE|2 (5 of 5)", ""]
+    co[0].uncommitted = {}
     row = board.confirm_figure_table().iloc[0]
     assert (row["judged"], row["reproduced (confirmatory)"], row["contradicted (confirmatory)"], row["agree"]) == \
         (2, 1, 1, 1)

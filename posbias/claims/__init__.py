@@ -268,6 +268,8 @@ class Judged:
     #: per configuration, how many of its networks read ``retrieves``, ``between``, ``ignores the query``
     #: (:func:`posbias.retrieval.reading`; exploratory, descriptive: no verdict depends on it)
     retrieval: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: per configuration, how many of its networks trained partly from uncommitted code (descriptive; issue 95)
+    uncommitted: dict[str, int] = field(default_factory=dict)
 
     @property
     def not_retrieving(self) -> list[str]:
@@ -381,6 +383,7 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
     """Judge ``entries`` on ``units`` (campaign -> label -> one stored result or None per seed), with
     Holm's correction over the entries judged here. ``level``, ``share`` and the shortcut margin are
     those of ``reg``'s judge (the book's register by default; the frozen one for confirmation)."""
+    from ..training.campaigns import from_uncommitted_code  # at call time, as judge_register's import
     reg_judge = (reg or register()).judge
     level = reg_judge.level if level is None else level
     share = reg_judge.share if share is None else share
@@ -429,7 +432,8 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
                           cannot_reach=cannot, untrained=untrained, shortcut=shortcut, main_status=main[0],
                           copies={c: len(got[c]) - k for c in e.configs
                                   if (k := len(set(run_signature([u]) for u in got[c]))) < len(got[c])},
-                          retrieval={c: standing(got[c])["readings"] for c in e.configs if readable(got[c])}))
+                          retrieval={c: standing(got[c])["readings"] for c in e.configs if readable(got[c])},
+                          uncommitted={c: k for c in e.configs if (k := sum(map(from_uncommitted_code, got[c])))}))
     tested_ = [j for j in out if j.status != NOT_YET]
     for j, rejected in zip(tested_, stats.holm([j.p for j in tested_], level)):
         j.holm = j.status if rejected and j.status != "inconclusive" else "inconclusive"

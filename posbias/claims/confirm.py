@@ -25,6 +25,7 @@ from .. import store
 from ..training.campaigns import distinct, settings, units_of
 from ..training.units import CONFIRM_TEST_SEED
 from . import NOT_YET, REGISTER, Entry, Judged, Register, judge, load
+from .tables import uncommitted_words
 
 __all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
            "confirmation_units", "judge_confirmatory", "code_changes", "code_change_log", "agreement", "live_is_frozen",
@@ -221,14 +222,17 @@ def judge_confirmatory(reg: Register | str | None = None, *, path: Path = FROZEN
 def agreement(exploratory: Sequence[Judged], confirmatory: Sequence[Judged], seen=None) -> list[dict[str, Any]]:
     """Per claim id of the frozen register: the exploratory verdict (after Holm over the book's
     register), the confirmatory one (after Holm over the entries judged), the configurations read
-    before the freeze (``seen``: :meth:`Frozen.partly_seen`) and whether the verdicts agree (``None``
-    while the confirmatory one is not yet given, or the claim left the book's register)."""
+    before the freeze (``seen``: :meth:`Frozen.partly_seen`), those whose confirmation networks trained
+    partly from uncommitted code (``uncommitted code``, e.g. ``"decay|4 (5 of 5)"``) and whether the
+    verdicts agree (``None`` while the confirmatory one is not yet given, or the claim left the book's
+    register)."""
     ex = {j.entry.id: j.holm for j in exploratory}
     rows = []
     for j in confirmatory:
         e = ex.get(j.entry.id)
         rows.append({"claim": j.entry.id, "figure": j.entry.figure, "exploratory": e or "(not in the register)",
                      "confirmatory": j.holm, "partly seen": ", ".join(seen(j.entry)) if seen else "",
+                     "uncommitted code": uncommitted_words(j).removeprefix("trained partly from uncommitted code: "),
                      "agree": None if j.holm == NOT_YET or e is None else e == j.holm})
     return rows
 

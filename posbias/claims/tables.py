@@ -1,5 +1,5 @@
 """What the register's judge says, as tables for the pages: every entry judged
-(:func:`table`), and the coverage list of the paper's sentences (:func:`coverage`,
+(:func:`table`), the same narrowed to a page's column (:func:`brief`), and the coverage list of the paper's sentences (:func:`coverage`,
 :func:`coverage_table`). Imported as ``posbias.claims.tables``: the package does not re-export it, so
 that the package never imports the module that reads it."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import yaml
 
 from . import REGISTER, STATUSES, Judged, _chance, register
 
-__all__ = ["table", "coverage", "coverage_table"]
+__all__ = ["table", "brief", "coverage", "coverage_table", "uncommitted_words"]
 
 
 def coverage(path: Path | str = REGISTER) -> list[dict[str, Any]]:
@@ -53,11 +53,23 @@ def _retrieve(j: Judged) -> str:
     return f"{got} of {total}" + (" (most do not retrieve)" if j.not_retrieving else "")
 
 
+def uncommitted_words(j: Judged) -> str:
+    """``"trained partly from uncommitted code: decay|2 (5 of 5)"``: the entry's configurations whose networks
+    trained partly from uncommitted code (:func:`posbias.training.campaigns.from_uncommitted_code`, issue 95)
+    and how many of their networks; empty where none did."""
+    if not j.uncommitted:
+        return ""
+    return "trained partly from uncommitted code: " + ", ".join(f"{c} ({k} of {j.n_seeds})"
+                                                               for c, k in j.uncommitted.items())
+
+
 def table(judged: Sequence[Judged]):
     """A ``pandas.DataFrame``, one row per entry: id, what is measured, verdict, after Holm, mean ± SE,
     the distinct runs behind it (of the seeds stored), the guards, the second reading, the contrast
     under uniform attention, the accuracy at slots the training never rewarded (chance 1/32), the
-    networks' share of the ceiling, the convergence note, and how many of its networks retrieve."""
+    networks' share of the ceiling, the convergence note (with the networks trained partly from
+    uncommitted code, :func:`uncommitted_words`), and how many of its networks
+    retrieve."""
     import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     share = register().judge.share
@@ -85,6 +97,31 @@ def table(judged: Sequence[Judged]):
                      "under uniform attention": "" if j.baseline is None else f"{j.baseline:+.3f}",
                      f"untrained slots (chance {chance:.3f})": untrained,
                      "share of ceiling": "" if j.share is None else f"{j.share:.2f}",
-                     "networks": nets + (", accuracy still rising" if j.still_rising else ""),
+                     "networks": "; ".join(filter(None, [nets + (", accuracy still rising" if j.still_rising else ""),
+                                                         uncommitted_words(j)])),
                      "networks that retrieve": _retrieve(j)})
+    return pd.DataFrame(rows)
+
+
+def brief(judged: Sequence[Judged]):
+    """A ``pandas.DataFrame`` narrow enough for a page's column (issue 93), one row per entry: what is
+    measured, in words; the verdict after Holm; mean ± SE; and the networks behind it, in words (converged
+    or not, whether most retrieve). The full record of each entry is :func:`table`."""
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+    share = register().judge.share
+    rows = []
+    for j in judged:
+        done = j.mean is not None
+        if not done:
+            nets = "not all trained yet"
+        elif j.share is None:
+            nets = "cannot reach the ceiling"
+        else:
+            nets = "converged" if j.share >= share else "not converged"
+        if done and j.not_retrieving:
+            nets += ", most do not retrieve"
+        mean = f"{j.mean:+.3f} ± {j.se:.3f}" if done else "not yet"
+        rows.append({"claim, as measured": j.entry.reading, "after Holm": j.holm, "mean ± SE": mean,
+                     "networks": nets})
     return pd.DataFrame(rows)

@@ -8,17 +8,19 @@ the judge all read them through :func:`units_of`.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Mapping
 
 from .. import store
 from ..budget import admitted
 from ..chapters import get_chapter
-from ..provenance import with_summary
+from ..provenance import uncommitted_sittings, with_summary
 from ..trained import Config, declaration, fig2_name
 from .units import TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, device
 
 __all__ = ["settings", "units_of", "distinct", "chapter_campaign", "budget_study", "admitted_record", "stored",
-           "lookup", "lookup_record", "store_unit", "stored_campaign", "store_finished", "fig2_name"]
+           "lookup", "lookup_record", "store_unit", "stored_campaign", "store_finished", "fig2_name",
+           "stored_provenance", "from_uncommitted_code"]
 
 
 def settings(chapter: str, profile: str = "paper", **overrides: Any) -> dict[str, Any]:
@@ -117,6 +119,39 @@ def lookup(unit: Unit) -> dict[str, Any] | None:
 def lookup_record(unit: Unit) -> dict[str, Any] | None:
     """The whole stored record of ``unit`` (its provenance with it), or None; never trains."""
     return store.lookup_record(UNIT_EXPERIMENT, unit.params(), version=VERSION)
+
+
+_PROVENANCES: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def stored_provenance(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The provenance of the stored record a unit's ``result`` came from (``data/``, else the user cache),
+    found by the ``params`` the result carries; None where there are none or no record. Read without
+    noting a read (the result itself was read already) and once per version of the file."""
+    params = result.get("params") if isinstance(result, Mapping) else None
+    if not isinstance(params, dict):
+        return None
+    name = store.result_name(UNIT_EXPERIMENT, params, VERSION)
+    for path in (store.DATA / name, store.cache_dir() / name):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        key = (str(path), st.st_size, st.st_mtime_ns)
+        if key not in _PROVENANCES:
+            try:
+                _PROVENANCES[key] = json.loads(path.read_text()).get("provenance") or {}
+            except (OSError, ValueError):
+                return None
+        return _PROVENANCES[key]
+    return None
+
+
+def from_uncommitted_code(result: Mapping[str, Any]) -> bool:
+    """Did the unit of ``result`` train partly from uncommitted code: does a sitting of its stored record
+    (:func:`~posbias.provenance.uncommitted_sittings`) say its tree had uncommitted changes?"""
+    prov = stored_provenance(result)
+    return bool(prov and uncommitted_sittings(prov))
 
 
 def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[str, Any]] | None = None
