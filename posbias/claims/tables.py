@@ -1,5 +1,5 @@
 """What the register's judge says, as tables for the pages: every entry judged
-(:func:`table`), the same narrowed to a page's column (:func:`brief`), and the coverage list of the paper's sentences (:func:`coverage`,
+(:func:`table`), and the coverage list of the paper's sentences (:func:`coverage`,
 :func:`coverage_table`). Imported as ``posbias.claims.tables``: the package does not re-export it, so
 that the package never imports the module that reads it."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import yaml
 
 from . import REGISTER, STATUSES, Judged, _chance, register
 
-__all__ = ["table", "brief", "coverage", "coverage_table", "uncommitted_words"]
+__all__ = ["table", "coverage", "coverage_table", "uncommitted_words"]
 
 
 def coverage(path: Path | str = REGISTER) -> list[dict[str, Any]]:
@@ -68,8 +68,7 @@ def table(judged: Sequence[Judged]):
     the distinct runs behind it (of the seeds stored), the guards, the second reading, the contrast
     under uniform attention, the accuracy at slots the training never rewarded (chance 1/32), the
     networks' share of the ceiling, the convergence note (with the networks trained partly from
-    uncommitted code, :func:`uncommitted_words`), and how many of its networks
-    retrieve."""
+    uncommitted code, :func:`uncommitted_words`), and how many of its networks retrieve."""
     import pandas as pd  # lazy: pandas costs ~0.5s at import
 
     share = register().judge.share
@@ -100,28 +99,4 @@ def table(judged: Sequence[Judged]):
                      "networks": "; ".join(filter(None, [nets + (", accuracy still rising" if j.still_rising else ""),
                                                          uncommitted_words(j)])),
                      "networks that retrieve": _retrieve(j)})
-    return pd.DataFrame(rows)
-
-
-def brief(judged: Sequence[Judged]):
-    """A ``pandas.DataFrame`` narrow enough for a page's column (issue 93), one row per entry: what is
-    measured, in words; the verdict after Holm; mean ± SE; and the networks behind it, in words (converged
-    or not, whether most retrieve). The full record of each entry is :func:`table`."""
-    import pandas as pd  # lazy: pandas costs ~0.5s at import
-
-    share = register().judge.share
-    rows = []
-    for j in judged:
-        done = j.mean is not None
-        if not done:
-            nets = "not all trained yet"
-        elif j.share is None:
-            nets = "cannot reach the ceiling"
-        else:
-            nets = "converged" if j.share >= share else "not converged"
-        if done and j.not_retrieving:
-            nets += ", most do not retrieve"
-        mean = f"{j.mean:+.3f} ± {j.se:.3f}" if done else "not yet"
-        rows.append({"claim, as measured": j.entry.reading, "after Holm": j.holm, "mean ± SE": mean,
-                     "networks": nets})
     return pd.DataFrame(rows)
