@@ -8,6 +8,7 @@ meets first) and of one chapter per part, under ``_build/html/_screenshots`` of 
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -180,3 +181,62 @@ def test_the_sideways_check_sees_a_column_wider_than_its_box(where):
         browser.close()
     assert found["found_main"]
     assert {k for k in ("main", "document", "code") if found[k]} == ({where} if where else set()), found
+
+
+# every image of a page's article as the browser has it: its source and its alt text
+ALT_JS = """() => Array.from(document.querySelectorAll('article.bd-article img')).map(i => ({
+    src: i.getAttribute('src') || '', alt: i.getAttribute('alt')}))"""
+
+
+def alt_text_problems(images: list[dict]) -> list[str]:
+    """An image with no written alt text: none, its file path (or another), or fewer than three words."""
+    problems = []
+    for img in images:
+        alt = " ".join((img["alt"] or "").split())
+        name = img["src"].rsplit("/", 1)[-1]
+        if not alt:
+            problems.append(f"no alt text: {img['src']}")
+        elif alt == img["src"] or name in alt or re.search(r"\S\.(png|svg|jpe?g|gif|pdf)\b", alt, re.I):
+            problems.append(f"a path as alt text: {alt!r}")
+        elif len(alt.split()) < 3:
+            problems.append(f"an alt text of fewer than three words: {alt!r}")
+    return problems
+
+
+def test_the_alt_text_rule_sees_paths_and_missing_texts():
+    assert alt_text_problems([{"src": "../_images/a.png", "alt": "Accuracy gaps of the networks."},
+                              {"src": "../_images/b.png", "alt": "Three panels: the pull."}]) == []
+    bad = [{"src": "../_images/a.png", "alt": "../_images/a.png"},
+           {"src": "../_images/a.png", "alt": None},
+           {"src": "x/b.png", "alt": "figures/wu-fig-2.svg"},
+           {"src": "x/b.png", "alt": "Figure"}]
+    kinds = ["a path as alt text", "no alt text", "a path as alt text", "an alt text of fewer"]
+    found = alt_text_problems(bad)
+    assert len(found) == len(kinds) and [p[:len(k)] for p, k in zip(found, kinds)] == kinds, found
+
+
+def test_every_figure_has_a_written_alt_text(server):
+    """Issue 98: a glued figure had its image's file path as alt text; now its caption's first sentence
+    (posbias.sphinxext, tests/test_sphinxext.py), or the alt text its author wrote."""
+    _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    base, book = server
+    html_root = book["html"]
+    # not Sphinx's own pages, nor a redirect (index.html, c/<chapter>.html): their targets are read here
+    pages = sorted(str(p.relative_to(html_root)) for p in html_root.rglob("*.html")
+                   if not {"_static", "_sources", "_images", SHORT} & set(p.relative_to(html_root).parts)
+                   and p.name not in ("genindex.html", "search.html")
+                   and not re.search(r'http-equiv="refresh"', p.read_text(errors="replace"), re.I))
+    problems, n_images = [], 0
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport=VIEWPORT)
+        for rel in pages:
+            page.goto(urljoin(base, rel), wait_until="domcontentloaded")
+            images = page.evaluate(ALT_JS)
+            n_images += len(images)
+            problems += [f"{rel}: {p}" for p in alt_text_problems(images)]
+        browser.close()
+    assert n_images >= 26, f"only {n_images} images on {len(pages)} pages: the scan missed the figures"
+    assert not problems, "\n".join(problems)
