@@ -380,6 +380,16 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     assert all((j.share is None) == (set(j.cannot_reach) == set(j.entry.configs)) for j in judged)
     assert all(0 < j.share <= 1 for j in judged if j.share is not None)
     assert list(tables.table(judged)["claim"]) == [e.id for e in entries3]
+    short = tables.brief(judged)          # the page's narrow table: four columns, the readings in full
+    assert list(short.columns) == ["claim, as measured", "after Holm", "mean ± SE", "networks"]
+    assert list(short["claim, as measured"]) == [e.reading for e in entries3]
+    assert list(short["after Holm"]) == [j.holm for j in judged]
+    parts = tables.record(judged)         # the full table in three narrow parts, every column once
+    full = tables.table(judged)
+    assert all(list(p["claim"]) == list(full["claim"]) for p in parts)
+    shown = [c for p in parts for c in p.columns if c != "claim"]
+    assert len(shown) == len(set(shown)) and set(shown) <= set(full.columns)
+    assert {c for c in full.columns if c not in ("claim", "where") and (full[c].astype(str) != "").any()} <= set(shown)
     sweeps = {c: ev.stack(us, "sweep_accuracy") for c, us in pres.items()}
     assert [len(ax.lines) > 0 for ax in figures.fig3_sweep_figure(sweeps).axes] == [True, True]
     assert [len(ax.lines) for ax in figures.fig3_gap_curves_figure(pres).axes] == [7, 7, 7]

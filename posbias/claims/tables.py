@@ -1,7 +1,7 @@
-"""What the register's judge says, as tables for the pages: every entry judged
-(:func:`table`), and the coverage list of the paper's sentences (:func:`coverage`,
-:func:`coverage_table`). Imported as ``posbias.claims.tables``: the package does not re-export it, so
-that the package never imports the module that reads it."""
+"""What the register's judge says, as tables for the pages: every entry judged (:func:`table`), the same
+in parts narrow enough for a page's column (:func:`brief`, :func:`record`), and the coverage list of the
+paper's sentences (:func:`coverage`, :func:`coverage_table`). Imported as ``posbias.claims.tables``: the
+package does not re-export it, so that the package never imports the module that reads it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +11,7 @@ import yaml
 
 from . import REGISTER, STATUSES, Judged, _chance, register
 
-__all__ = ["table", "coverage", "coverage_table", "uncommitted_words"]
+__all__ = ["table", "brief", "record", "coverage", "coverage_table", "uncommitted_words"]
 
 
 def coverage(path: Path | str = REGISTER) -> list[dict[str, Any]]:
@@ -100,3 +100,48 @@ def table(judged: Sequence[Judged]):
                                                          uncommitted_words(j)])),
                      "networks that retrieve": _retrieve(j)})
     return pd.DataFrame(rows)
+
+
+def brief(judged: Sequence[Judged]):
+    """A ``pandas.DataFrame`` narrow enough for a page's column (issue 93), one row per entry: what is
+    measured, in words; the verdict after Holm; mean ± SE; and the networks behind it, in words (converged
+    or not, whether most retrieve). The full record of each entry is :func:`table`."""
+    import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+    share = register().judge.share
+    rows = []
+    for j in judged:
+        done = j.mean is not None
+        if not done:
+            nets = "not all trained yet"
+        elif j.share is None:
+            nets = "cannot reach the ceiling"
+        else:
+            nets = "converged" if j.share >= share else "not converged"
+        if done and j.not_retrieving:
+            nets += ", most do not retrieve"
+        mean = f"{j.mean:+.3f} ± {j.se:.3f}" if done else "not yet"
+        rows.append({"claim, as measured": j.entry.reading, "after Holm": j.holm, "mean ± SE": mean,
+                     "networks": nets})
+    return pd.DataFrame(rows)
+
+
+#: :func:`table`'s columns in the three parts of :func:`record` (the accuracy at untrained slots by the start of
+#: its name, which carries the chance level).
+RECORD_PARTS = (("claim", "verdict", "after Holm", "mean ± SE", "runs"),
+                ("claim", "guards", "second reading", "under uniform attention", "untrained slots"),
+                ("claim", "measured", "share of ceiling", "networks", "networks that retrieve"))
+
+
+def record(judged: Sequence[Judged]) -> list:
+    """:func:`table` in three ``DataFrame``s, each narrow enough for a page's column (issue 93): the verdicts, the
+    guards and other readings, the networks. A column empty for every entry is left out; ``where`` (the
+    paper's section, the same on a chapter's page) too."""
+    full = table(judged)
+    parts = []
+    for names in RECORD_PARTS:
+        cols = [c for c in full.columns if any(c == n or c.startswith(n + " (") for n in names)]
+        cols = [c for c in cols if c == "claim" or (full[c].astype(str) != "").any()]
+        if len(cols) > 1:
+            parts.append(full[cols])
+    return parts
