@@ -344,7 +344,8 @@ def fig2_table(results: dict[str, list[dict]], depths: list[int], n_test: int,
 
     Columns: ``PE``, ``depth``, ``accuracy`` (mean over seeds of the mean over the six IC sets), the
     three gaps as ``"mean ± SE"`` (:func:`seed_mean_se`, test sets of ``n_test`` sequences) and
-    ``still rising`` (:func:`rising`). Returns a ``pandas.DataFrame`` (empty with no depth).
+    ``still rising`` (:func:`rising`, in words: ``"yes"``/``"no"``). Returns a ``pandas.DataFrame`` (empty
+    with no depth).
     """
     import pandas as pd
 
@@ -355,7 +356,7 @@ def fig2_table(results: dict[str, list[dict]], depths: list[int], n_test: int,
             gaps_ = {f"{a}-{b}": "{:+.3f} ± {:.3f}".format(*seed_mean_se(stack(us, "gaps", f"{a}-{b}"), n_test))
                      for a, b in GAP_PAIRS}
             rows.append({"PE": pe, "depth": d, "accuracy": round(float(final_accuracy(us).mean()), 3), **gaps_,
-                         "still rising": rising(us, n_test)})
+                         "still rising": "yes" if rising(us, n_test) else "no"})
     return pd.DataFrame(rows)
 
 

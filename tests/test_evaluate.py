@@ -188,6 +188,7 @@ def test_fig2_table_rows_and_standard_errors():
     m, se = ev.seed_mean_se(ev.stack(res["No PE|4"], "gaps", "first-last"), 1000)
     assert t.loc[3, "first-last"] == f"{m:+.3f} ± {se:.3f}" == "+0.040 ± 0.022"
     assert abs(t.loc[0, "accuracy"] - round((0.52 + 5 * 0.5) / 6, 3)) < 1e-12
+    assert set(t["still rising"]) <= {"yes", "no"}          # words, not booleans, on a page
     assert ev.fig2_table(res, [], 1000).empty
 
 
