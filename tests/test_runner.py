@@ -83,29 +83,3 @@ def test_an_executed_notebook_names_no_path_of_the_machine_and_its_files_are_rea
     assert (meta["input_path"], meta["output_path"]) == ("notebooks/wu-thm-4-1.md", "wu-thm-4-1.ipynb")
     for name in ("wu-thm-4-1.ipynb", "results.json"):
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o644, name
-
-
-def test_paths_in_the_repository_are_kept_relative_to_it_and_others_by_name(tmp_path):
-    assert runner.repo_relative(runner.ROOT / "book" / "_executed" / "x" / "x.ipynb") == "book/_executed/x/x.ipynb"
-    assert runner.repo_relative(tmp_path / "elsewhere" / "x.ipynb") == "x.ipynb"
-
-
-def test_cells_showing_only_check_lines_are_collapsed():
-    import nbformat
-
-    from posbias import runner
-
-    def cell(*texts):
-        c = nbformat.v4.new_code_cell("x = 1")
-        c.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": t, "text/plain": "<Markdown>"})
-                     for t in texts]
-        return c
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [cell("{bdg-success}`PASS` `a`: ...", "{bdg-success}`PASS` `b`: ..."),
-                cell("{bdg-success}`PASS` `c`: ...", "| a table |"),        # a check beside a table
-                cell(), nbformat.v4.new_markdown_cell("{bdg-success}`PASS`")]
-    assert runner._collapse_checks(nb)
-    assert nb.cells[0].metadata["tags"] == ["hide-output"]
-    assert "tags" not in nb.cells[1].metadata and "tags" not in nb.cells[2].metadata
-    assert not runner._collapse_checks(nb)                                  # once is enough

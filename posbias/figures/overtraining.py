@@ -65,7 +65,7 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
     under the panels; a configuration with no network stored says ``not yet``."""
     from matplotlib.lines import Line2D
 
-    from ..budget_read import _exits_after, done  # lazy: posbias.budget_read (torch) costs ~1.5s at import
+    from ..budget_read import done, exits_after  # lazy: posbias.budget_read (torch) costs ~1.5s at import
     from ..retrieval import closed_forms
 
     labels = list(study)
@@ -90,7 +90,7 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
             c = r["curves"]
             x = [s / 1000 for s in c["step"]]
             ls = "-" if source[(label, seed)] == "design" else "--"
-            colour = left if _exits_after(r) else stayed
+            colour = left if exits_after(r) else stayed
             top.plot(x, bd.mean_accuracy(c), color=colour, lw=0.9, ls=ls)
             bottom.plot(x, cv.gap_curve(c, "first-last"), color=colour, lw=0.9, ls=ls)
         for ax in (top, bottom):
