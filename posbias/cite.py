@@ -71,7 +71,8 @@ def rerun_command(chapter: str, params: dict[str, Any], defaults: dict[str, Any]
 
 
 def footer_markdown(chapter_id: str, params: dict[str, Any], figures: list[dict[str, Any]], profile: str) -> str:
-    """The "Re-run this chapter" and "Cite this figure" boxes (MyST markdown)."""
+    """The "Re-run this chapter" and "Cite this figure" boxes (MyST markdown), each collapsed to its title on the
+    page (one click away: the page leads with its result)."""
     ch = get_chapter(chapter_id)
     defaults = {n: p.default for n, p in ch.params.items()}
     rows = "\n".join(f"| `{n}` | {p.type} | `{params.get(n)!r}` | `{p.default!r}` | {p.describe_range()} | {p.help} |"
@@ -79,7 +80,7 @@ def footer_markdown(chapter_id: str, params: dict[str, Any], figures: list[dict[
     cmd = rerun_command(chapter_id, params, defaults)
     out = [
         "````{admonition} Re-run this chapter",
-        ":class: tip",
+        ":class: tip, dropdown",
         f"This page was executed with the `{profile}` profile at commit `{(git_state()['commit'] or 'unknown')[:12]}`. "
         "To execute it again with your own parameters:",
         "```bash",
@@ -93,7 +94,7 @@ def footer_markdown(chapter_id: str, params: dict[str, Any], figures: list[dict[
         "````",
     ]
     for fig in figures:
-        out += ["", "````{admonition} Cite this figure: " + fig["name"], ":class: note",
+        out += ["", "````{admonition} Cite this figure: " + fig["name"], ":class: note, dropdown",
                 "```bibtex", figure_bibtex(chapter_id, fig, ch.title), "```",
                 "Files (SHA-256): " + ", ".join(f"`{ext}` {f['sha256'][:16]}" for ext, f in fig["files"].items()),
                 "````"]

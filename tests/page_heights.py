@@ -25,7 +25,9 @@ MEASURE_JS = """() => {
   const art = document.querySelector('article.bd-article') || document.querySelector('main');
   if (!art) return null;
   const top = art.getBoundingClientRect().top + window.scrollY;
-  const shown = e => e.offsetParent !== null && e.getBoundingClientRect().height > 0;
+  // collapsed content (a closed dropdown, a toggled-off cell output) is laid out but not visible
+  const shown = e => e.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})
+      && e.getBoundingClientRect().height > 0;
   const figs = Array.from(art.querySelectorAll('figure, img')).filter(shown);
   const first = figs.length ? figs[0].getBoundingClientRect().top + window.scrollY - top : null;
   const col = art.getBoundingClientRect().width;
