@@ -120,7 +120,7 @@ def brief(judged: Sequence[Judged]):
             nets = "converged" if j.share >= share else "not converged"
         if done and j.not_retrieving:
             nets += ", most do not retrieve"
-        mean = f"{j.mean:+.3f} ± {j.se:.3f}" if done else "not yet"
+        mean = f"{j.mean:+.3f}\u00a0±\u00a0{j.se:.3f}" if done else "not yet"     # kept on one line
         rows.append({"claim, as measured": j.entry.reading, "after Holm": j.holm, "mean ± SE": mean,
                      "networks": nets})
     return pd.DataFrame(rows)
