@@ -36,13 +36,15 @@ __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTA
            "summary_problem", "SUMMARY_PROBLEM"]
 
 # modules that register recomputations with @recompute.recomputable (importing them registers)
-_MODULES = ("posbias.lnsim", "posbias.llm")
+_MODULES = ("posbias.lnsim", "posbias.llm", "posbias.jump")
 
 #: Experiments in data/ without a registered recomputation, and why. (sinks-streaming and
 #: lost-in-the-middle are recomputed through llm.streaming_chapter and llm.retrieval_chapter.)
 NOT_RECOMPUTABLE: dict[str, str] = {
     "wu-weights": "kept weights (and parked retrainings of them): hash-checked, and tied by their metadata to the "
-                  "committed wu-units record of the network they keep, which is recomputed as a record"}
+                  "committed wu-units record of the network they keep, which is recomputed as a record",
+    "wu-jump": "a network trained again with its weights kept every 25,000 iterations (posbias.jump): hash-checked, "
+               "each file's metadata tied to its folder's run key; `posbias jump` trains it again from its seed"}
 
 
 # --------------------------------------------------------------------------- wu-units
@@ -84,6 +86,11 @@ def verify_data(log=print) -> list[str]:
                 problems.append(f"{name}: not a part of a committed checkpoint (<key>.<i>-of-<n>.pt)")
             else:               # a part of a parked checkpoint: its hash is all there is to check
                 log(f"ok  {name} (part of a checkpoint of unfinished work)")
+        elif name.endswith(".safetensors") and name.startswith("wu-jump/"):
+            if (why := _snapshot_problem(name)) is not None:
+                problems.append(f"{name}: {why}")
+            else:
+                log(f"ok  {name} (weights kept along training)")
         elif name.endswith(".safetensors"):
             if (why := _weights_problem(name)) is not None:
                 problems.append(f"{name}: {why}")
@@ -109,6 +116,28 @@ def verify_data(log=print) -> list[str]:
         if (why := parking.parts_problem(target, manifest)) is not None:
             problems.append(f"{target.relative_to(store.DATA)}: {why}")
     return problems
+
+
+def _snapshot_problem(name: str) -> str | None:
+    """Why the weights ``name`` kept along training (``wu-jump/<run key>/<step>.safetensors``,
+    :mod:`posbias.training.snapshots`) are not what they say, or None: their metadata must name the unit, the
+    step and the interval, the unit and interval must have the run key of their folder, and the step their
+    file name's."""
+    from .training.snapshots import run_key
+    from .training.units import Unit
+    from .training.weights import metadata
+
+    try:
+        meta = metadata(store.DATA / name)
+        unit, step, every = Unit.from_params(meta["unit"]), int(meta["step"]), int(meta["every"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"weights kept along training without a readable unit, step and interval ({type(e).__name__}: {e})"
+    _, folder, file = name.split("/")
+    if run_key(unit, every) != folder:
+        return f"their unit and interval have the run key {run_key(unit, every)}, not their folder's {folder}"
+    if file != f"{step:07d}.safetensors" or step % every:
+        return f"their step {step:,} is not their file name's, or not a multiple of the interval {every:,}"
+    return None
 
 
 def _weights_problem(name: str) -> str | None:

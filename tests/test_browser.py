@@ -250,8 +250,7 @@ APPENDIX = ("How the verdicts are made", "How to cite")
 NOT_YET: dict[str, str] = {
     cid: "being reworked to lead with its result (issue 93)" for cid in (
         "wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-center-nodes", "wu-thm-4-5", "wu-thm-4-7", "kim-thm-1",
-        "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5",
-        "wu-fig-6", "wu-residual-depth")}
+        "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2")}
 
 
 def _reading_pages(root: Path) -> list[tuple[str, str, bool]]:

@@ -270,6 +270,27 @@ def test_kept_weights_are_tied_to_their_record(data_copy, monkeypatch):
     assert f"{wrong.relative_to(data_copy)}: not in data/manifest.json" in checkdata.verify_data(log=lambda *a: None)
 
 
+def test_weights_kept_along_training_are_tied_to_their_folder_and_step(data_copy, monkeypatch):
+    """Snapshots of the jump study (wu-jump/<run key>/<step>.safetensors) pass when their metadata name the unit,
+    step and interval of their folder and file name; a snapshot moved to another step's name fails."""
+    import torch
+
+    from posbias.training import campaigns, snapshots
+
+    monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
+    unit = campaigns.units_of("wu-fig-2", "paper", {})["decay|2"][0]
+    a = snapshots._save(unit, 25_000, 25_000, {"w_q": torch.zeros(2)})
+    b = snapshots._save(unit, 25_000, 50_000, {"w_q": torch.ones(2)})
+    assert _mine(checkdata.verify_data(log=lambda *a: None), a, data_copy) == []
+    shutil.copy(a, b)                                        # step 25,000's weights under step 50,000's name
+    manifest = json.loads((data_copy / "manifest.json").read_text())
+    manifest[str(b.relative_to(data_copy))] = store.file_hash(b)
+    (data_copy / "manifest.json").write_text(json.dumps(manifest))
+    (problem,) = _mine(checkdata.verify_data(log=lambda *a: None), b, data_copy)
+    assert "their step 25,000 is not their file name's" in problem
+    assert _mine(checkdata.verify_data(log=lambda *a: None), a, data_copy) == []
+
+
 # --------------------------------------------------------------------------- summaries (issue 95)
 
 def _rewrite(data, path, rec):
