@@ -247,10 +247,7 @@ def test_every_figure_has_a_written_alt_text(server):
 # heights are printed, not held to the rule.
 APPENDIX = ("How the verdicts are made", "How to cite")
 # Chapters not yet reworked to lead with their result, each with its reason; the list only shrinks.
-NOT_YET: dict[str, str] = {
-    cid: "being reworked to lead with its result (issue 93)" for cid in (
-        "wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-center-nodes", "wu-thm-4-5", "wu-thm-4-7", "kim-thm-1",
-        "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2")}
+NOT_YET: dict[str, str] = {}
 
 
 def _reading_pages(root: Path) -> list[tuple[str, str, bool]]:
