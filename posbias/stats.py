@@ -8,20 +8,22 @@ import torch
 __all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm", "rate_verdict", "within_bound", "family_z"]
 
 
-def seed_mean_se(values, n_test: int) -> tuple[float, float]:
-    """Mean over seeds of a gap (or a difference of gaps) and its standard error.
+def seed_mean_se(values, n_test: int, coef2: float = 2.0) -> tuple[float, float]:
+    """Mean over seeds of a contrast of test accuracies and its standard error, as the register's judge
+    computes it (:func:`posbias.claims.judge`).
 
-    The error adds the spread between seeds (sample variance / n, zero with one seed) and the
-    binomial noise of the test sets, at most ``0.5 / n_test`` for a difference of two accuracies
-    (each with variance ``<= 1/(4 n_test)``). That bound is *not* divided by the number of seeds:
-    every seed is tested on the same sequences (``train.TEST_SEED``), so the part of the test noise
-    that the seeds share does not average out over them (the part they do not share is already in
-    the spread between seeds, which makes the sum an upper bound).
+    The contrast is ``sum_i c_i acc_i`` over accuracies on distinct test sets of ``n_test`` sequences each;
+    ``coef2 = sum_i c_i^2`` (2 for a gap ``acc_ab - acc_ba``, 4 for a difference of two gaps). The error adds
+    the spread between seeds (sample variance / n, zero with one seed) and the binomial noise of the test sets,
+    at most ``coef2 / (4 n_test)`` (each accuracy has variance ``<= 1/(4 n_test)``). That bound is *not* divided
+    by the number of seeds: every seed is tested on the same sequences (``train.TEST_SEED``), so the part of
+    the test noise that the seeds share does not average out over them (the part they do not share is
+    already in the spread between seeds, which makes the sum an upper bound).
     """
     v = torch.as_tensor(values, dtype=torch.float64).flatten()
     n = v.numel()
     var_seed = float(v.var(unbiased=True)) if n > 1 else 0.0
-    return float(v.mean()), float((var_seed / n + 0.5 / n_test) ** 0.5)
+    return float(v.mean()), float((var_seed / n + coef2 / (4 * n_test)) ** 0.5)
 
 
 def t_critical(n_runs: int, level: float = 0.05) -> float:

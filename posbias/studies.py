@@ -59,7 +59,7 @@ def depth_changes(results: dict[str, list[dict]], depths: list[int], n_test: int
     for pe in pes:
         for lo, hi in steps:
             diff = _gap(results, pe, hi, pair) - _gap(results, pe, lo, pair)
-            mean, se = seed_mean_se(diff, n_test // 2)          # a difference of two gaps: four accuracies
+            mean, se = seed_mean_se(diff, n_test, coef2=4.0)    # a difference of two gaps: four accuracies
             out.append(DepthChange(pe, pair, lo, hi, mean, se, diff.numel(), t_critical(diff.numel(), level)))
     return out
 

@@ -1,5 +1,6 @@
 """posbias.stats: the mean over runs and its standard error, Student's t, the verdict, Holm's correction."""
 import pytest
+import torch
 
 from posbias.stats import holm, p_value, rate_verdict, seed_mean_se, t_critical, verdict
 
@@ -165,3 +166,21 @@ def test_family_z_refuses_a_level_of_one_or_more():
     for level in (1.0, 1.5, 0.0):
         with pytest.raises(ValueError, match="0 < level < 1"):
             family_z(5, level)
+
+
+def test_seed_mean_se_takes_the_contrasts_coefficients_as_the_judge_does():
+    """Issue 94: a difference of two gaps has four accuracies (coef2 = 4), so its binomial floor is 1/n_test,
+    twice a single gap's; the judge's formula, sqrt(s^2/n + coef2/(4 n_test))."""
+    import math
+
+    from posbias.claims import quantities
+
+    vals, n = [0.01, 0.03, 0.02, 0.05], 10_000
+    var = sum((v - 0.0275) ** 2 for v in vals) / 3
+    assert seed_mean_se(vals, n)[1] == pytest.approx(math.sqrt(var / 4 + 2 / (4 * n)))       # a gap
+    assert seed_mean_se(vals, n, coef2=4)[1] == pytest.approx(math.sqrt(var / 4 + 4 / (4 * n)))
+    assert seed_mean_se([0.2], n, coef2=4)[1] == pytest.approx(math.sqrt(1 / n))
+    from posbias.claims import mean_se
+
+    m = quantities.Measure(torch.tensor(vals, dtype=torch.float64), n, 4.0)
+    assert mean_se(m)[:2] == pytest.approx(seed_mean_se(vals, n, coef2=4))
