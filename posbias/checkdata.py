@@ -87,12 +87,16 @@ def verify_data(log=print) -> list[str]:
             else:               # a part of a parked checkpoint: its hash is all there is to check
                 log(f"ok  {name} (part of a checkpoint of unfinished work)")
         elif name.endswith(".safetensors") and name.startswith("wu-jump/"):
-            if (why := _snapshot_problem(name)) is not None:
+            from .training import snapshots  # lazy: torch
+
+            if (why := snapshots.file_problem(name)) is not None:
                 problems.append(f"{name}: {why}")
             else:
                 log(f"ok  {name} (weights kept along training)")
         elif name.endswith(".safetensors"):
-            if (why := _weights_problem(name)) is not None:
+            from .training import weights  # lazy: torch
+
+            if (why := weights.file_problem(name)) is not None:
                 problems.append(f"{name}: {why}")
             else:
                 log(f"ok  {name} (kept weights)")
@@ -116,49 +120,6 @@ def verify_data(log=print) -> list[str]:
         if (why := parking.parts_problem(target, manifest)) is not None:
             problems.append(f"{target.relative_to(store.DATA)}: {why}")
     return problems
-
-
-def _snapshot_problem(name: str) -> str | None:
-    """Why the weights ``name`` kept along training (``wu-jump/<run key>/<step>.safetensors``,
-    :mod:`posbias.training.snapshots`) are not what they say, or None: their metadata must name the unit, the
-    step and the interval, the unit and interval must have the run key of their folder, and the step their
-    file name's."""
-    from .training.snapshots import run_key
-    from .training.units import Unit
-    from .training.weights import metadata
-
-    try:
-        meta = metadata(store.DATA / name)
-        unit, step, every = Unit.from_params(meta["unit"]), int(meta["step"]), int(meta["every"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        return f"weights kept along training without a readable unit, step and interval ({type(e).__name__}: {e})"
-    _, folder, file = name.split("/")
-    if run_key(unit, every) != folder:
-        return f"their unit and interval have the run key {run_key(unit, every)}, not their folder's {folder}"
-    if file != f"{step:07d}.safetensors" or step % every:
-        return f"their step {step:,} is not their file name's, or not a multiple of the interval {every:,}"
-    return None
-
-
-def _weights_problem(name: str) -> str | None:
-    """Why the kept weights ``name`` (``wu-weights/<key>.safetensors``) are not what they say, or None: their
-    metadata must name the unit whose record key is their file name, that record must be committed, and their
-    provenance must be there."""
-    from .training.units import UNIT_EXPERIMENT, VERSION
-    from .training.weights import metadata
-
-    try:
-        meta = metadata(store.DATA / name)
-    except (OSError, ValueError, KeyError) as e:
-        return f"unreadable kept weights ({type(e).__name__}: {e})"
-    if "unit" not in meta or "provenance" not in meta:
-        return "kept weights without the unit or the provenance in their metadata"
-    key = store.key_of(UNIT_EXPERIMENT, meta["unit"], VERSION)
-    if name.rsplit("/", 1)[-1] != f"{key}.safetensors":
-        return f"the unit in their metadata has the key {key}, not their file name"
-    if not (store.DATA / UNIT_EXPERIMENT / f"{key}.json").exists():
-        return f"no committed record {UNIT_EXPERIMENT}/{key}.json for the network they keep"
-    return None
 
 
 def _weights_summary(path: Path) -> str | None:

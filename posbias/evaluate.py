@@ -334,8 +334,7 @@ def rising(units: list[dict], n_test: int, level: float = 0.05) -> bool:
         if acc.numel() < 2:
             return False
         steps.append(acc[-1] - acc[-2])
-    # the change of a mean of len(names) accuracies: its binomial bound as a contrast with coef2 = 2 / len(names)
-    mean, se = seed_mean_se(torch.stack(steps), n_test, coef2=2 / len(names))
+    mean, se = seed_mean_se(torch.stack(steps), n_test, coef2=2 / len(names))    # a mean of len(names) accuracies
     return verdict(mean, se, 1, t_critical(len(units), level)) == "reproduced"
 
 

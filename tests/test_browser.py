@@ -245,7 +245,7 @@ def test_every_figure_has_a_written_alt_text(server):
 # --- issue 93: a chapter leads with its result ------------------------------------------------------------
 # The parts of the table of contents that are the audit trail, not chapters a reader reads through: their pages'
 # heights are printed, not held to the rule.
-APPENDIX = ("How the verdicts are made", "How to cite")
+APPENDIX = ("How the verdicts are made", "Using the book")
 # Chapters not yet reworked to lead with their result, each with its reason; the list only shrinks.
 NOT_YET: dict[str, str] = {}
 
@@ -307,3 +307,13 @@ def test_the_page_measure_sees_height_figures_and_collapsed_content():
     assert got["hidden.html"]["screens"] < 1 and got["hidden.html"]["wide_tables"] == []
     assert [p.split(": ", 1)[1][:20] for p in ph.problems("tall.html", got["tall.html"])] == [
         "10.0 screens visible", "its first figure at "]
+
+
+def test_the_table_of_contents_leads_with_what_we_found_and_ends_with_the_audit_trail():
+    """Issue 93: after the introduction (the root page) come what was found, the mechanisms, the trained networks,
+    real models, beyond the papers, and the appendix."""
+    toc = yaml.safe_load((Path(__file__).resolve().parents[1] / "_toc.yml").read_text())
+    parts = [p["caption"] for p in toc["parts"]]
+    assert toc["root"] == "book/intro" and toc["parts"][0]["chapters"][0]["file"] == "book/what-we-found"
+    assert parts == ["What we found", "The mechanisms", "Masks as graphs", "Relative positional encodings",
+                     "LayerNorm and recency", "Trained networks", "Real models", "Beyond the papers", *APPENDIX]

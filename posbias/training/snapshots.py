@@ -26,7 +26,7 @@ from ..provenance import sha256_bytes
 from . import checkpoints as ck
 from .units import UNIT_EXPERIMENT, VERSION, Unit
 
-__all__ = ["EXPERIMENT", "run_key", "snapshot_path", "steps_kept", "load", "train", "record", "park"]
+__all__ = ["EXPERIMENT", "run_key", "snapshot_path", "steps_kept", "load", "train", "record", "park", "file_problem"]
 
 EXPERIMENT = "wu-jump"
 _STEP = re.compile(r"^(\d{7})\.safetensors$")
@@ -168,3 +168,23 @@ def park(unit: Unit, every: int, log: Callable[[str], None] = print) -> bool:
     parking.park(_parked(unit, every), lambda f, st=st: torch.save(st, f))
     log(f"parked data/{_parked(unit, every).relative_to(store.DATA)}: at step {st['step']:,}/{unit.steps:,}")
     return True
+
+
+def file_problem(name: str) -> str | None:
+    """Why the weights ``name`` kept along training (``wu-jump/<run key>/<step>.safetensors``,
+    :mod:`posbias.training.snapshots`) are not what they say, or None: their metadata must name the unit, the
+    step and the interval, the unit and interval must have the run key of their folder, and the step their
+    file name's."""
+    from .weights import metadata
+
+    try:
+        meta = metadata(store.DATA / name)
+        unit, step, every = Unit.from_params(meta["unit"]), int(meta["step"]), int(meta["every"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"weights kept along training without a readable unit, step and interval ({type(e).__name__}: {e})"
+    _, folder, file = name.split("/")
+    if run_key(unit, every) != folder:
+        return f"their unit and interval have the run key {run_key(unit, every)}, not their folder's {folder}"
+    if file != f"{step:07d}.safetensors" or step % every:
+        return f"their step {step:,} is not their file name's, or not a multiple of the interval {every:,}"
+    return None

@@ -29,7 +29,7 @@ from . import checkpoints as ck
 from .units import UNIT_EXPERIMENT, VERSION, Unit, default_threads
 
 __all__ = ["WEIGHTS", "weights_path", "kept", "save", "load", "load_state", "member_states", "metadata",
-           "compare_results", "difference", "retrain", "park"]
+           "compare_results", "difference", "retrain", "park", "file_problem"]
 
 WEIGHTS = "wu-weights"
 #: Fields of a result that depend on the machine's clock or on the ensemble it trained in, not on the network.
@@ -204,3 +204,21 @@ def park(parts: list[list[Unit]], log: Callable[[str], None] = print) -> int:
         log(f"parked data/{_parked(todo).relative_to(store.DATA)}: depth {todo[0].depth}, {len(todo)} units "
             f"at step {st['step']}/{todo[0].steps}")
     return n
+
+
+def file_problem(name: str) -> str | None:
+    """Why the kept weights ``name`` (``wu-weights/<key>.safetensors``) are not what they say, or None: their
+    metadata must name the unit whose record key is their file name, that record must be committed, and their
+    provenance must be there."""
+    try:
+        meta = metadata(store.DATA / name)
+    except (OSError, ValueError, KeyError) as e:
+        return f"unreadable kept weights ({type(e).__name__}: {e})"
+    if "unit" not in meta or "provenance" not in meta:
+        return "kept weights without the unit or the provenance in their metadata"
+    key = store.key_of(UNIT_EXPERIMENT, meta["unit"], VERSION)
+    if name.rsplit("/", 1)[-1] != f"{key}.safetensors":
+        return f"the unit in their metadata has the key {key}, not their file name"
+    if not (store.DATA / UNIT_EXPERIMENT / f"{key}.json").exists():
+        return f"no committed record {UNIT_EXPERIMENT}/{key}.json for the network they keep"
+    return None
