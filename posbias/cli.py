@@ -262,6 +262,14 @@ def _cmd_jump(args: argparse.Namespace) -> int:
     return 0
 
 
+def _retrain_options(p: argparse.ArgumentParser, threads_help: str) -> None:
+    """The options of a command that trains networks to keep their weights (keep-weights, jump)."""
+    p.add_argument("--threads", type=int, default=None, metavar="N", help=threads_help)
+    p.add_argument("--park", action="store_true", help="train nothing: commit unfinished checkpoints")
+    p.add_argument("--write-data", action="store_true", help="keep the weights in data/ and its manifest (maintainers)")
+    p.add_argument("--quiet", action="store_true")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="posbias", description="Run, re-run and build the posbias book.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -362,10 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="paper", choices=PROFILES, help="the chapter's profile (default paper)")
     p.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable; default all)")
     p.add_argument("--config", action="append", metavar="LABEL", help="only these configurations, e.g. 'No PE|2'")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch threads (default: half the cores)")
-    p.add_argument("--park", action="store_true", help="train nothing: commit unfinished checkpoints")
-    p.add_argument("--write-data", action="store_true", help="keep the weights in data/ and its manifest (maintainers)")
-    p.add_argument("--quiet", action="store_true")
+    _retrain_options(p, "torch threads (default: half the cores)")
     p.set_defaults(func=_cmd_keep_weights)
 
     p = sub.add_parser(
@@ -374,10 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                     "(one that never did) again, alone, keeping their weights every 25,000 iterations (posbias.jump "
                     "holds the design). Resumable; --park commits an unfinished run's checkpoint.")
     p.add_argument("--role", action="append", metavar="ROLE", help="'jumper' or 'non-jumper' (default both)")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch threads (default 1)")
-    p.add_argument("--park", action="store_true", help="train nothing: commit unfinished checkpoints")
-    p.add_argument("--write-data", action="store_true", help="keep the weights in data/ and its manifest (maintainers)")
-    p.add_argument("--quiet", action="store_true")
+    _retrain_options(p, "torch threads (default 1)")
     p.set_defaults(func=_cmd_jump)
 
     args = parser.parse_args(argv)
