@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm", "rate_verdict", "within_bound", "family_z"]
+__all__ = ["seed_mean_se", "t_critical", "p_value", "verdict", "holm", "rate_verdict", "within_bound", "family_z",
+           "tost", "seeds_needed", "floor_binds"]
 
 
 def seed_mean_se(values, n_test: int, coef2: float = 2.0) -> tuple[float, float]:
@@ -141,3 +142,61 @@ def family_z(m: int, level: float = 1e-3) -> float:
     if m < 1 or not 0 < level < 1:
         raise ValueError(f"need m >= 1 and 0 < level < 1, got m={m}, level={level}")
     return float(stats.norm.isf(level / (2 * m)))
+
+
+def tost(mean: float, se: float, n_runs: int, margin: float, level: float = 0.05) -> dict:
+    """Two one-sided tests that ``|effect| < margin``: against ``effect <= -margin`` with
+    ``t = (mean + margin) / se`` and against ``effect >= margin`` with ``t = (margin - mean) / se``, each one-sided
+    under Student's t with ``n_runs - 1`` degrees of freedom (normal with one run, as :func:`t_critical`).
+    ``p`` is the larger of the two p-values; ``absent`` is ``p <= level``, which is the same as the
+    ``1 - 2 level`` interval ``mean +- t_{1-level} se`` (90% at the default) lying inside ``(-margin, margin)``.
+
+    Returns ``{"mean", "se", "margin", "lower", "upper", "p", "absent"}`` (``lower``/``upper``: that interval).
+    """
+    from scipy import stats
+
+    if not (se >= 0 and margin > 0 and 0 < level < 0.5):
+        raise ValueError(f"need se >= 0, margin > 0 and 0 < level < 0.5, got se={se}, margin={margin}, "
+                         f"level={level}")
+    dist = stats.norm if n_runs < 2 else stats.t(n_runs - 1)
+    if se == 0:
+        p = 0.0 if abs(mean) < margin else 1.0
+    else:
+        p = float(max(dist.sf((mean + margin) / se), dist.sf((margin - mean) / se)))
+    half = float(dist.ppf(1 - level)) * se
+    return {"mean": float(mean), "se": float(se), "margin": float(margin), "lower": float(mean - half),
+            "upper": float(mean + half), "p": p, "absent": p <= level}
+
+
+def seeds_needed(effect: float, sd: float, floor: float, level: float, n_max: int = 1000) -> int | None:
+    """The fewest runs ``n`` (2 to ``n_max``) at which an effect of ``effect`` with spread ``sd`` between runs
+    would pass the register's test: ``|effect| >= t_{1-level/2, n-1} sqrt(sd^2 / n + floor^2)``, where
+    ``floor`` is the binomial bound of the shared test sets (it does not shrink with runs). ``None`` where
+    no number of runs up to ``n_max`` suffices; no number at all does where ``|effect| <= z_{1-level/2} floor``
+    (:func:`floor_binds`).
+    """
+    from scipy import stats
+
+    if not (sd >= 0 and floor >= 0 and 0 < level < 1 and n_max >= 2):
+        raise ValueError(f"need sd >= 0, floor >= 0, 0 < level < 1 and n_max >= 2, got sd={sd}, floor={floor}, "
+                         f"level={level}, n_max={n_max}")
+    if floor_binds(effect, floor, level):
+        return None
+    size = abs(effect)
+    lo, hi = 2, n_max                       # the test's left side falls with n: bisect on the first n that passes
+    passes = lambda n: size >= float(stats.t.ppf(1 - level / 2, n - 1)) * (sd * sd / n + floor * floor) ** 0.5  # noqa: E731
+    if not passes(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if passes(mid) else (mid + 1, hi)
+    return lo
+
+
+def floor_binds(effect: float, floor: float, level: float) -> bool:
+    """Can no number of runs decide an effect of ``effect``? True where ``|effect| <= z_{1-level/2} floor``: with
+    infinitely many runs the spread between them vanishes and Student's t becomes the normal, but the binomial
+    bound ``floor`` of test sets shared by every run stays."""
+    from scipy import stats
+
+    return abs(effect) <= float(stats.norm.ppf(1 - level / 2)) * floor

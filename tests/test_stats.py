@@ -184,3 +184,76 @@ def test_seed_mean_se_takes_the_contrasts_coefficients_as_the_judge_does():
 
     m = quantities.Measure(torch.tensor(vals, dtype=torch.float64), n, 4.0)
     assert mean_se(m)[:2] == pytest.approx(seed_mean_se(vals, n, coef2=4))
+
+
+# ------------------------------------------------------------------ the absent verdict and power (issue 94)
+
+def test_tost_is_two_one_sided_students_t_tests():
+    from scipy import stats as st
+
+    from posbias.stats import tost
+
+    mean, se, n, margin = 0.012, 0.015, 5, 0.05
+    r = tost(mean, se, n, margin)
+    t = st.t(n - 1)
+    assert r["p"] == pytest.approx(max(t.sf((mean + margin) / se), t.sf((margin - mean) / se)), rel=1e-12)
+    assert (r["lower"], r["upper"]) == pytest.approx((mean - t.ppf(0.95) * se, mean + t.ppf(0.95) * se), rel=1e-12)
+    assert r["absent"] and r["p"] < 0.05
+
+
+def test_tost_uses_the_ninety_percent_interval_not_the_ninety_five():
+    from scipy import stats as st
+
+    from posbias.stats import tost
+
+    # half-widths: 90% 2.132 se, 95% 2.776 se (4 df): a mean whose 90% interval fits and 95% does not
+    se, margin = 0.01, 0.05
+    mean = margin - 2.45 * se
+    assert mean + st.t.ppf(0.95, 4) * se < margin < mean + st.t.ppf(0.975, 4) * se
+    assert tost(mean, se, 5, margin)["absent"]
+    assert not tost(mean + 0.4 * se, se, 5, margin)["absent"]          # 90% interval reaches past the margin
+
+
+@pytest.mark.parametrize("mean", [-0.049, -0.03, 0.0, 0.02, 0.049, 0.06, -0.07])
+def test_tost_absent_exactly_when_the_interval_lies_inside_the_margin(mean):
+    from posbias.stats import tost
+
+    for se, n in ((0.004, 5), (0.02, 10), (0.01, 1)):
+        r = tost(mean, se, n, 0.05)
+        assert r["absent"] == (-0.05 < r["lower"] and r["upper"] < 0.05)
+    assert not tost(0.06, 0.0, 5, 0.05)["absent"] and tost(0.04, 0.0, 5, 0.05)["absent"]
+
+
+def test_tost_refuses_a_margin_of_zero_and_a_negative_se():
+    from posbias.stats import tost
+
+    with pytest.raises(ValueError, match="margin > 0"):
+        tost(0.0, 0.01, 5, 0.0)
+    with pytest.raises(ValueError, match="se >= 0"):
+        tost(0.0, -0.01, 5, 0.05)
+
+
+def test_seeds_needed_is_the_first_n_that_passes_by_brute_force():
+    from scipy import stats as st
+
+    from posbias.stats import floor_binds, seeds_needed
+
+    cases = ((0.03, 0.04, 0.005, 0.05), (-0.05, 0.02, 0.01, 0.05 / 48), (0.2, 0.0, 0.01, 0.001))
+    for effect, sd, floor, level in cases:
+        brute = next(n for n in range(2, 10_000)
+                     if abs(effect) >= st.t.ppf(1 - level / 2, n - 1) * (sd ** 2 / n + floor ** 2) ** 0.5)
+        assert seeds_needed(effect, sd, floor, level) == brute
+        assert not floor_binds(effect, floor, level)
+
+
+def test_seeds_needed_says_none_where_the_floor_binds_or_beyond_n_max():
+    from scipy import stats as st
+
+    from posbias.stats import floor_binds, seeds_needed
+
+    floor, level = 0.01, 0.05 / 48
+    z = st.norm.ppf(1 - level / 2)
+    assert floor_binds(0.99 * z * floor, floor, level) and seeds_needed(0.99 * z * floor, 0.0, floor, level) is None
+    assert not floor_binds(1.01 * z * floor, floor, level)
+    assert seeds_needed(1.01 * z * floor, 0.0, floor, level) is not None       # no spread: t -> z reaches it
+    assert seeds_needed(0.01, 0.3, 0.0, 0.05, n_max=50) is None                # needs ~3,500 runs

@@ -11,6 +11,7 @@ scoreboard and the front page print what these return; none builds claims of its
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import re
@@ -91,6 +92,8 @@ class Judge:
     other_shares: tuple[float, ...]
     text: dict[str, str]
     shortcut_margin: float = 0.1
+    #: ``judge.absent``'s (margin, one-sided level), or None (:mod:`posbias.claims.power`)
+    absent: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,7 @@ def normalise(text: str) -> str:
 
 def quotes_missing(reg: Register, paper_text: str) -> list[str]:
     """The ids of the entries whose quote is not in ``paper_text`` (both :func:`normalise`-d)."""
-    text = normalise(paper_text)
-    return [e.id for e in reg.entries if normalise(e.quote) not in text]
+    return [e.id for e in reg.entries if normalise(e.quote) not in normalise(paper_text)]
 
 
 def _measurement_key(e: Entry) -> str:
@@ -168,8 +170,11 @@ def load(path: Path | str = REGISTER, *, text: str | None = None) -> Register:
     judge_ = Judge(float(j["level"]), float(j["convergence"]["share"]),
                    tuple(float(x) for x in j["convergence"]["others"]),
                    {k: str(v) for k, v in j.items() if isinstance(v, str)}
-                   | {"share_grounds": j["convergence"]["grounds"], "shortcut": j["shortcut"]["rule"]},
-                   float(j["shortcut"]["margin"]))
+                   | {"share_grounds": j["convergence"]["grounds"], "shortcut": j["shortcut"]["rule"]}
+                   | ({"absent": j["absent"]["rule"], "absent_grounds": j["absent"]["grounds"]}
+                      if "absent" in j else {}),
+                   float(j["shortcut"]["margin"]),
+                   (float(j["absent"]["margin"]), float(j["absent"]["level"])) if "absent" in j else None)
     entries, seen_ids, seen_quantities = [], set(), {}
     for item in raw["claims"]:
         unknown = set(item) - {f.name for f in dataclasses.fields(Entry)}
@@ -198,8 +203,6 @@ def load(path: Path | str = REGISTER, *, text: str | None = None) -> Register:
         for q, args in [(e.quantity, e.args)] + extra:
             if q not in QUANTITIES:
                 raise ValueError(f"claim {e.id}: unknown quantity {q!r}; quantities: {', '.join(QUANTITIES)}")
-            import inspect
-
             params = set(inspect.signature(QUANTITIES[q]).parameters) - {"units"}
             if set(args) != params:
                 raise ValueError(f"claim {e.id}: {q} takes {sorted(params)}, got {sorted(args)}")
@@ -441,8 +444,7 @@ def judge(entries: Sequence[Entry], units: Mapping[str, Mapping[str, Sequence[di
 
 
 def _rising(units: list[dict]) -> bool:
-    from ..evaluate import rising
-
+    from ..evaluate import rising  # at call time: evaluate imports the task, the register need not
     return rising(units, int(units[0]["params"]["n_test"]))
 
 
@@ -476,10 +478,9 @@ def share_counts(judged: Sequence[Judged], share: float) -> dict[str, int]:
 
 
 def publish(judged: Sequence[Judged], *, prefix: str = "") -> None:
-    """Glue counts and each entry's verdict for a chapter's prose: ``<prefix>n_<status>`` and
-    ``<prefix>holm_n_<status>`` per status, ``<prefix>n_claims``, ``<prefix>n_not_converged``,
-    ``<prefix>n_shortcut``/``holm_n_shortcut`` (reproduced on a shortcut),
-    ``<prefix>v_<id>``/``h_<id>`` (verdict, after Holm) and ``m_<id>``/``s_<id>`` (mean, SE, or ``nan``)."""
+    """Glue counts and each entry's verdict for a page: ``<prefix>n_<status>``, ``<prefix>holm_n_<status>`` per
+    status, ``<prefix>n_claims``, ``<prefix>n_not_converged``, ``<prefix>n_shortcut``/``holm_n_shortcut`` (reproduced
+    on a shortcut), ``<prefix>v_<id>``/``h_<id>`` (verdict, after Holm), ``m_<id>``/``s_<id>`` (mean, SE or nan)."""
     from .. import report
 
     for holm, tag in ((False, ""), (True, "holm_")):
