@@ -17,7 +17,7 @@ import torch
 from . import claims, evidence, llm, stats, store, train
 from . import evaluate as ev
 from .attention import masked_softmax
-from .claims import confirm
+from .claims import confirm, power
 from .claims import quantities as q
 from .claims import tables
 from .masks import make_mask
@@ -44,6 +44,64 @@ class Scoreboard:
     partly_seen: dict[str, list[str]] = field(default_factory=dict)
     #: Per figure: (confirmation networks committed, needed) for the frozen register's entries of it
     confirm_units: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Per judged entry, the runs its pooled effect would need (:func:`posbias.claims.power.power_rows`)
+    power: tuple[dict[str, Any], ...] = ()
+
+    def absent_counts(self) -> dict[str, int]:
+        """Entries per verdict with the fourth, ``absent`` (:func:`posbias.claims.power.absent_counts`)."""
+        return power.absent_counts(self.judged)
+
+    def absent_figure_table(self):
+        """Per figure: the claims, and each verdict with the fourth (reproduced and contradicted after Holm,
+        absent, inconclusive, not yet)."""
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+        rows = []
+        for fig in self.figures():
+            c = power.absent_counts([j for j in self.judged if j.entry.figure == fig])
+            rows.append({"figure": fig, "claims": c["total"], **{v: c[v] for v in power.VERDICTS}})
+        return pd.DataFrame(rows)
+
+    def absent_table(self):
+        """Every entry tested for absence: claim, figure, mean ± SE, the 90% interval, the larger one-sided
+        p-value and the verdict (absent or inconclusive)."""
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+        rows = []
+        for j in self.judged:
+            if (a := power.absent(j)) is not None:
+                rows.append({"claim": j.entry.id, "figure": j.entry.figure,
+                             "mean ± SE": f"{j.mean:+.3f}\u00a0±\u00a0{j.se:.3f}",
+                             "90% interval": f"{a['lower']:+.3f} to {a['upper']:+.3f}", "p (TOST)": f"{a['p']:.3f}",
+                             "verdict": "absent" if a["absent"] else "inconclusive"})
+        return pd.DataFrame(rows, columns=["claim", "figure", "mean ± SE", "90% interval", "p (TOST)", "verdict"])
+
+    def power_table(self):
+        """One row per judged entry: its verdict with the fourth, the pooled runs, the pooled effect toward the
+        claim ± its SE, the floor, the runs the effect would need at Holm's strictest step and whether the
+        runs pooled already decide it (``floor`` where no number of runs can)."""
+        import pandas as pd  # lazy: pandas costs ~0.5s at import
+
+        four = dict(zip((j.entry.id for j in self.judged), power.verdicts(self.judged)))
+        rows = [{"claim": r["claim"], "figure": r["figure"], "verdict": four[r["claim"]],
+                 "runs pooled": r["runs pooled"],
+                 "effect toward the claim": f"{r['effect']:+.3f}\u00a0±\u00a0{r['se']:.3f}",
+                 "floor SE": f"{r['floor']:.4f}",
+                 "runs needed": ("floor: none can" if r["floor binds"] else
+                                 "over 1,000" if r["runs needed"] is None else f"{r['runs needed']:,}"),
+                 "decided by the runs pooled": "yes" if r["decided now"] else "no"} for r in self.power]
+        return pd.DataFrame(rows)
+
+    def power_words(self) -> str:
+        """The power column in one sentence, e.g. ``"of 39 judged claims, 12 are decided by the runs pooled, 9
+        more need at most 20 runs, 6 need more than 20 and 12 cannot be decided by any number"``."""
+        rs = self.power
+        now = sum(r["decided now"] for r in rs)
+        floor = sum(r["floor binds"] for r in rs)
+        few = sum(not r["decided now"] and r["runs needed"] is not None and r["runs needed"] <= 20 for r in rs)
+        return (f"of the {len(rs)} judged claims, {now} are decided by the runs pooled, {few} more would be by "
+                f"at most 20 runs, {len(rs) - now - floor - few} need more than 20, and {floor} cannot be decided "
+                "by any number of runs tested on shared test sets of this size (the floor binds)")
 
     def totals(self, holm: bool = True) -> dict[str, int]:
         """Entries per status, after Holm's correction over the register (``holm``) or by t alone."""
@@ -339,6 +397,8 @@ def build(profile: str = "paper") -> Scoreboard:
                     out[json.dumps(u.params(), sort_keys=True)] = u
         return list(out.values())
 
+    campaigns = dict.fromkeys(e.campaign for e in claims.register().entries)
+    pooled = {p: {c: stored_campaign(c, p) for c in campaigns} for p in power.PROFILES}
     fz = confirm.frozen()
     frozen_entries = fz.register().entries
     paper, conf = needed(claims.register().entries, profile), needed(frozen_entries, confirm.PROFILE)
@@ -350,7 +410,7 @@ def build(profile: str = "paper") -> Scoreboard:
                       confirmatory=tuple(confirm.judge_confirmatory()),
                       confirm_committed=sum(stored(u) for u in conf), confirm_needed=len(conf),
                       partly_seen={e.id: fz.partly_seen(e) for e in frozen_entries if fz.partly_seen(e)},
-                      confirm_units=by_figure)
+                      confirm_units=by_figure, power=tuple(power.power_rows(judged, pooled)))
 
 
 # --------------------------------------------------------------------------- the front page's figure

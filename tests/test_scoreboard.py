@@ -159,3 +159,26 @@ def test_the_board_judges_the_frozen_register_on_confirmation_networks_only(boar
     on_decay2 = {e.id for e in fz.register().entries if e.campaign == "wu-fig-2" and "decay|2" in e.configs}
     assert set(tab.loc[tab["partly seen"] != "", "claim"]) == on_decay2 == set(board.partly_seen)
     assert all("decay|2" in v for v in board.partly_seen.values())
+
+
+def test_the_absent_and_power_columns_partition_the_judged_claims(board):
+    """Issue 94: every judged claim gets one of the four verdicts; absent only where the 90% interval lies inside
+    the register's margin; one power row per judged claim, with 'floor' exactly where no number of runs can decide."""
+    from posbias.claims import power
+
+    c = board.absent_counts()
+    assert sum(c[v] for v in power.VERDICTS) == c["total"] == len(board.judged)
+    assert c["reproduced"] == board.totals(True)["reproduced"]
+    tab = board.absent_table()
+    margin = claims.register().judge.absent[0]
+    tested = [(j, a) for j in board.judged if (a := power.absent(j)) is not None]
+    assert len(tested) == len(tab) and all(j.holm == "inconclusive" for j, _ in tested)
+    for j, a in tested:
+        assert a["absent"] == (-margin < a["lower"] and a["upper"] < margin), j.entry.id
+    assert (tab["verdict"] == "absent").sum() == c["absent"]
+    figs = board.absent_figure_table()
+    assert figs["absent"].sum() == c["absent"] and figs["claims"].sum() == c["total"]
+    assert len(board.power) == sum(j.holm != claims.NOT_YET for j in board.judged)
+    pt = board.power_table()
+    assert ((pt["runs needed"] == "floor: none can") == [r["floor binds"] for r in board.power]).all()
+    assert "floor binds" in board.power_words()
