@@ -205,3 +205,19 @@ def test_code_change_log_gives_the_commits_since_the_freeze_oldest_first():
     assert "posbias/claims/__init__.py" in log
     first = log["posbias/claims/__init__.py"][0]
     assert first.endswith(" claims: the package no longer re-exports its tables; no import cycle")
+
+
+def test_live_differences_name_the_rules_and_entries_that_moved():
+    import dataclasses
+
+    import yaml
+
+    fz = confirm.frozen()
+    live = yaml.safe_load(confirm.REGISTER.read_text())
+    same = dataclasses.replace(fz, text=confirm.REGISTER.read_text())
+    assert confirm.live_differences(same) == []
+    old = dict(live, judge={k: v for k, v in live["judge"].items() if k != "absent"},
+               claims=[dict(live["claims"][0], direction="< 0")] + live["claims"][2:])
+    got = confirm.live_differences(dataclasses.replace(fz, text=yaml.safe_dump(old)))
+    assert got == ["judge rule absent added", f"entry {live['claims'][1]['id']} added",
+                   f"entry {live['claims'][0]['id']} changed"]

@@ -29,6 +29,7 @@ from .tables import uncommitted_words
 
 __all__ = ["FROZEN", "FIRST_SEED", "PROFILE", "CODE", "Frozen", "ConfirmationError", "freeze", "frozen",
            "confirmation_units", "judge_confirmatory", "code_changes", "code_change_log", "agreement", "live_is_frozen",
+           "live_differences",
            "CAMPAIGNS", "plan", "design_words"]
 
 FROZEN = REGISTER.with_name("wu2025.frozen.yml")
@@ -241,6 +242,22 @@ def live_is_frozen(fz: Frozen | None = None) -> bool:
     """Is the book's register (``wu2025.yml``) still the frozen one?"""
     fz = fz or frozen()
     return _sha(REGISTER.read_text()) == fz.sha256
+
+
+def live_differences(fz: Frozen | None = None) -> list[str]:
+    """How the book's register differs from the frozen one, in words: judge rules added, changed or removed (by
+    key) and entries added, changed or removed (by id); empty where it is the frozen one byte for byte."""
+    import yaml
+
+    fz = fz or frozen()
+    live, old = yaml.safe_load(REGISTER.read_text()), yaml.safe_load(fz.text)
+    out = []
+    for what, a, b in (("judge rule", old["judge"], live["judge"]),
+                       ("entry", {e["id"]: e for e in old["claims"]}, {e["id"]: e for e in live["claims"]})):
+        out += [f"{what} {k} added" for k in b if k not in a]
+        out += [f"{what} {k} changed" for k in b if k in a and a[k] != b[k]]
+        out += [f"{what} {k} removed" for k in a if k not in b]
+    return out
 
 
 #: The campaigns the confirmation trains, in the order planned: Figure 2, then Appendix K.2 (Figure 5's

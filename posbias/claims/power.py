@@ -96,6 +96,6 @@ def power_rows(judged: Sequence[Judged], stored: Mapping[str, Mapping[str, Mappi
         need = stats.seeds_needed(effect, sd, floor, level, n_max)
         binds = stats.floor_binds(effect, floor, level)
         rows.append({"claim": e.id, "figure": e.figure, "runs pooled": n, "effect": effect, "se": se, "sd": sd,
-                     "floor": floor, "runs needed": need, "floor binds": binds,
+                     "floor": floor, "n test": meas.n, "runs needed": need, "floor binds": binds,
                      "decided now": n >= need if need is not None else False})
     return rows
