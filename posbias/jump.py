@@ -45,7 +45,7 @@ from .recompute import recomputable
 
 __all__ = ["EVERY", "SEEDS", "N_PROBE", "MOVE", "DESIGN", "PREDICTIONS", "units", "half_change", "moves_before",
            "core_hours", "stored_result", "probes_of", "probe_at", "probe_series",
-           "judge"]
+           "judge", "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory"]
 
 #: Weights kept every this many iterations.
 EVERY = 25_000
@@ -245,4 +245,84 @@ def judge(series: Mapping[str, Mapping[str, list]], records: Mapping[str, Mappin
         gap = s["training_classes"][-1] - s["novel_classes"][-1]
         out["H4"] = {"verdict": "holds" if gap > MOVE else "fails",
                      "why": f"training classes {s['training_classes'][-1]:.3f}, novel {s['novel_classes'][-1]:.3f}"}
+    return out
+
+
+# ----------------------------------------------------------------- exploratory: where the query looks, per layer
+
+#: Declared after the jumper's last-layer own-class ratio on the *items* was seen to fall (against H2) and
+#: before any ratio on the *label tokens* was computed; exploratory, read with the same rule (:func:`half_change`).
+#: A network that retrieves by copying could look at the label that follows the matching item rather than at
+#: the item itself.
+EXPLORATORY: dict[str, str] = {
+    "E1": "jumper: the last layer's own-class attention ratio on the label tokens (against the position profile) "
+          "moves up, its half-change within 50,000 of the mean IC accuracy's",
+    "E2": "non-jumper: the last layer's own-class attention ratio on the label tokens does not move",
+}
+
+
+@recomputable("wu-jump-attention", atol=1e-6, other_cpu_atol=1e-4,
+              other_cpu_note="another CPU rounds attention weights in their last bits")
+def attention_of(params: dict[str, Any]) -> dict[str, Any]:
+    """Per layer, the query row's attention on its own class's item tokens and label tokens and what its position
+    profile puts there (:func:`posbias.probes.class_attention`), from stored parameters ``{"run", "step", "n",
+    "seed"}``: ``{"items", "items_by_position", "labels", "labels_by_position"}``, each a list over layers."""
+    from . import probes
+    from .task import make_task
+    from .training import snapshots
+
+    u = units()[_role_of(params["run"])]
+    net = snapshots.load(u, EVERY, int(params["step"]))
+    att = probes.class_attention(net, make_task(u.seed), n=int(params["n"]), seed=params["seed"])
+    return {k: [float(x) for x in v] for k, v in att.items()}
+
+
+def attention_at(role: str, step: int, n: int = N_PROBE) -> dict[str, Any]:
+    """:func:`attention_of` for ``role``'s network at the kept ``step``, stored (experiment ``wu-jump-attention``)."""
+    from . import probes, store
+    from .training import snapshots
+    from .training.units import VERSION
+
+    u = units()[role]
+    params = {"run": snapshots.run_key(u, EVERY), "step": int(step), "n": int(n), "seed": probes.PROBE_SEED}
+    return store.cached("wu-jump-attention", params, lambda: attention_of(params), version=VERSION, seeds=[u.seed])
+
+
+def attention_series(role: str, n: int = N_PROBE) -> dict[str, list]:
+    """:func:`attention_at` at every kept step: ``{"step", "item_ratio_<layer>", "label_ratio_<layer>"}`` (layers
+    from 1), each ratio the own-class mass over what the position profile puts there."""
+    from .training import snapshots
+
+    steps = snapshots.steps_kept(units()[role], EVERY)
+    out: dict[str, list] = {"step": steps}
+    for s in steps:
+        a = attention_at(role, s, n)
+        for kind in ("item", "label"):
+            for layer, (own, pos) in enumerate(zip(a[f"{kind}s"], a[f"{kind}s_by_position"]), 1):
+                out.setdefault(f"{kind}_ratio_{layer}", []).append(own / pos if pos > 0 else float("nan"))
+    return out
+
+
+def judge_exploratory(attention: Mapping[str, Mapping[str, list]], records: Mapping[str, Mapping[str, Any] | None],
+                      steps: int = 500_000) -> dict[str, dict[str, str]]:
+    """:data:`EXPLORATORY` against the data, as :func:`judge` reads :data:`PREDICTIONS`: ``attention`` role ->
+    :func:`attention_series`, ``records`` role -> the finished run's result (None while it trains)."""
+    out: dict[str, dict[str, str]] = {}
+    for key, role in (("E1", "jumper"), ("E2", "non-jumper")):
+        rec, a = records.get(role), attention[role]
+        if rec is None:
+            out[key] = {"verdict": "not yet", "why": f"the {role} has reached {max(a['step'], default=0):,} of "
+                                                     f"{steps:,} iterations"}
+            continue
+        last = max(int(k.rsplit("_", 1)[1]) for k in a if k.startswith("label_ratio_"))
+        rt = half_change(a["step"], a[f"label_ratio_{last}"])
+        if key == "E1":
+            acc = half_change(rec["curves"]["step"], bd.mean_accuracy(rec["curves"]))
+            ok = (rt["moves"] and rt["end"] > rt["start"] and rt["at"] is not None and acc["at"] is not None
+                  and abs(rt["at"] - acc["at"]) <= 2 * EVERY)
+            why = f"label ratio {rt['start']:.3f} → {rt['end']:.3f}, half-change at {rt['at']}, IC's at {acc['at']}"
+        else:
+            ok = not rt["moves"]
+            why = f"label ratio {rt['start']:.3f} → {rt['end']:.3f}"
+        out[key] = {"verdict": "holds" if ok else "fails", "why": why}
     return out

@@ -85,3 +85,34 @@ def test_judge_waits_for_unfinished_runs():
     got = jump.judge({"jumper": part, "non-jumper": part}, {"jumper": None, "non-jumper": None})
     assert all(v["verdict"] == "not yet" for v in got.values())
     assert got["H1"]["why"] == "the jumper has reached 200,000 of 500,000 iterations"
+
+
+def _attention(label_at=None, item_at=None):
+    s = np.asarray(SNAPS, dtype=float)
+
+    def curve(at, up):
+        return list(1.0 + (0.0 * s if at is None else (0.5 if up else -0.3) / (1 + np.exp(-(s - at) / 5000))))
+
+    return {"step": SNAPS, "item_ratio_1": [1.0] * len(SNAPS), "label_ratio_1": [1.0] * len(SNAPS),
+            "item_ratio_2": curve(item_at, False), "label_ratio_2": curve(label_at, True)}
+
+
+def test_the_exploratory_readings_are_declared_apart_and_read_the_last_layers_label_ratio():
+    assert set(jump.EXPLORATORY) == {"E1", "E2"} and not set(jump.EXPLORATORY) & set(jump.PREDICTIONS)
+    got = jump.judge_exploratory({"jumper": _attention(187_500, 187_500), "non-jumper": _attention()},
+                                 {"jumper": _record(177_500), "non-jumper": _record(None)})
+    assert got["E1"]["verdict"] == "holds" and got["E2"]["verdict"] == "holds"
+    late = jump.judge_exploratory({"jumper": _attention(287_500), "non-jumper": _attention(187_500)},
+                                  {"jumper": _record(177_500), "non-jumper": _record(None)})
+    assert late["E1"]["verdict"] == "fails" and late["E2"]["verdict"] == "fails"
+    # a rise of the first layer's ratio alone is not the last layer's
+    first = _attention()
+    first["label_ratio_1"] = _attention(187_500)["label_ratio_2"]
+    assert jump.judge_exploratory({"jumper": first, "non-jumper": _attention()},
+                                  {"jumper": _record(177_500), "non-jumper": None})["E1"]["verdict"] == "fails"
+
+
+def test_the_exploratory_readings_wait_for_unfinished_runs():
+    got = jump.judge_exploratory({"jumper": _attention(), "non-jumper": _attention()},
+                                 {"jumper": None, "non-jumper": None})
+    assert {v["verdict"] for v in got.values()} == {"not yet"}
