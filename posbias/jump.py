@@ -45,7 +45,8 @@ from .recompute import recomputable
 
 __all__ = ["EVERY", "SEEDS", "N_PROBE", "MOVE", "DESIGN", "PREDICTIONS", "units", "half_change", "moves_before",
            "core_hours", "stored_result", "probes_of", "probe_at", "probe_series",
-           "judge", "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory"]
+           "judge", "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory",
+           "attention_reading"]
 
 #: Weights kept every this many iterations.
 EVERY = 25_000
@@ -325,4 +326,37 @@ def judge_exploratory(attention: Mapping[str, Mapping[str, list]], records: Mapp
             ok = not rt["moves"]
             why = f"label ratio {rt['start']:.3f} → {rt['end']:.3f}"
         out[key] = {"verdict": "holds" if ok else "fails", "why": why}
+    return out
+
+
+def attention_reading(attention: Mapping[str, Mapping[str, list]], since: int = START[1]) -> str:
+    """What the last layer's own-class ratios (:func:`attention_series`) did from ``since`` to the last kept step,
+    in a sentence whose words follow the numbers: a change counts where it reaches :data:`MOVE`."""
+    def change(role: str, kind: str) -> float | None:
+        a = attention.get(role, {})
+        steps = list(a.get("step", []))
+        if since not in steps or max(steps) <= since:
+            return None
+        last = max(int(k.rsplit("_", 1)[1]) for k in a if k.startswith(f"{kind}_ratio_"))
+        v = a[f"{kind}_ratio_{last}"]
+        return v[-1] - v[steps.index(since)]
+
+    di, dl = change("jumper", "item"), change("jumper", "label")
+    if di is None or dl is None:
+        return "The network that jumps has no kept network after the paper's 100,000 iterations yet."
+    if dl >= MOVE and di <= -MOVE:
+        out = ("In the network that jumps the query moves its attention from the matching items to the labels "
+               "that follow them: what a network does when its first layer binds each label to its item and its "
+               "last layer copies that label.")
+    elif dl >= MOVE:
+        out = "In the network that jumps the query looks more at the labels of the matching items."
+    elif abs(di) >= MOVE:
+        out = ("In the network that jumps the query's attention on the matching items moves "
+               f"({di:+.2f}) while its attention on their labels does not.")
+    else:
+        out = f"In the network that jumps neither ratio has moved by {MOVE} yet."
+    ni, nl = change("non-jumper", "item"), change("non-jumper", "label")
+    if ni is not None and nl is not None:
+        out += (f" In the network that stays on the plateau neither moves by {MOVE}." if max(abs(ni), abs(nl)) < MOVE
+                else f" In the network that stays on the plateau they move too ({ni:+.2f} and {nl:+.2f}).")
     return out

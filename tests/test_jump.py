@@ -116,3 +116,16 @@ def test_the_exploratory_readings_wait_for_unfinished_runs():
     got = jump.judge_exploratory({"jumper": _attention(), "non-jumper": _attention()},
                                  {"jumper": None, "non-jumper": None})
     assert {v["verdict"] for v in got.values()} == {"not yet"}
+
+
+def test_the_attention_reading_follows_the_numbers():
+    jumps = _attention(187_500, 187_500)                        # labels +0.5, items -0.3 after 187,500
+    got = jump.attention_reading({"jumper": jumps, "non-jumper": _attention()})
+    assert got.startswith("In the network that jumps the query moves its attention from the matching items to the")
+    assert got.endswith("neither moves by 0.05.")
+    labels_only = _attention(187_500)
+    assert "looks more at the labels" in jump.attention_reading({"jumper": labels_only, "non-jumper": jumps})
+    assert "they move too (-0.30 and +0.50)" in jump.attention_reading({"jumper": labels_only, "non-jumper": jumps})
+    assert "neither ratio has moved" in jump.attention_reading({"jumper": _attention(), "non-jumper": _attention()})
+    early = {k: v[:3] for k, v in jumps.items()}
+    assert "no kept network after" in jump.attention_reading({"jumper": early, "non-jumper": early})

@@ -112,14 +112,16 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
     return fig
 
 
-def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None = 100_000) -> matplotlib.figure.Figure:
+def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None = 100_000,
+                attention: Mapping[str, Mapping[str, Sequence]] | None = None) -> matplotlib.figure.Figure:
     """The jump study's probes along training (:func:`posbias.jump.probe_series`, one per role): four panels against
     iterations (thousands), the jumper orange and the non-jumper blue as in the study's trajectories. (a) accuracy
     on fresh IC sets (solid) and on a fresh position sweep (dashed), with the sweep's ceiling for any network that
     ignores the query (grey); (b) the last layer's attention on the query's own class over what position alone
-    predicts; (c) accuracy on training classes (solid) and on novel ones (dashed); (d) of the wrong answers, the
-    share that is the label at the first (solid), middle (dashed) or last (dotted) slot. A role with nothing kept
-    yet is left out; the legend says how far each has trained."""
+    predicts, on its items (solid) and, with ``attention`` (:func:`posbias.jump.attention_series`), on the label
+    tokens that follow them (dashed; exploratory); (c) accuracy on training classes (solid) and on novel ones
+    (dashed); (d) of the wrong answers, the share that is the label at the first (solid), middle (dashed) or last
+    (dotted) slot. A role with nothing kept yet is left out; the legend says how far each has trained."""
     from matplotlib.lines import Line2D
 
     from ..retrieval import closed_forms
@@ -138,12 +140,17 @@ def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None =
         ax[0].plot(x, s["ic"], color=c, lw=1.2)
         ax[0].plot(x, s["sweep"], color=c, lw=1.2, ls="--")
         ax[1].plot(x, s["ratio"], color=c, lw=1.2, marker=".", ms=3)
+        a = (attention or {}).get(role)
+        if a and a["step"]:
+            last = max(int(k.rsplit("_", 1)[1]) for k in a if k.startswith("label_ratio_"))
+            ax[1].plot([v / 1000 for v in a["step"]], a[f"label_ratio_{last}"], color=c, lw=1.2, ls="--",
+                       marker=".", ms=3)
         ax[2].plot(x, s["training_classes"], color=c, lw=1.2)
         ax[2].plot(x, s["novel_classes"], color=c, lw=1.2, ls="--")
         for key, ls in (("wrong_first", "-"), ("wrong_middle", "--"), ("wrong_last", ":")):
             ax[3].plot(x, s[key], color=c, lw=1.2, ls=ls)
         handles.append(Line2D([], [], color=c, lw=1.5, label=f"{role} (to {max(s['step']):,})"))
-    titles = ("(a) accuracy: IC sets, sweep (dashed)", "(b) own-class attention / position",
+    titles = ("(a) accuracy: IC sets, sweep (dashed)", "(b) own class / position: items, labels --",
               "(c) training classes, novel (dashed)", "(d) wrong answers: first, middle --, last :")
     for a, t in zip(ax, titles):
         a.set_title(t, fontsize=9)
