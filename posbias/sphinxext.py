@@ -109,10 +109,71 @@ def _figure_alt_texts(app, doctree: nodes.document, docname: str) -> None:
                 image["alt"] = alt
 
 
+#: Where a glossary term is never linked automatically: code, math, links, headings, captions, a cell's input or
+#: output, and the glossary's own entries.
+_NO_LINK = (nodes.literal, nodes.literal_block, nodes.reference, nodes.title, nodes.caption, nodes.math,
+            nodes.math_block, nodes.raw, nodes.term, nodes.definition_list, nodes.rubric, nodes.field_name)
+
+
+def _term_pattern(term: str) -> re.Pattern:
+    """A term as a whole word, in the singular or with a plain ending (``retrieves``, ``units``, ``branches``);
+    a term of one or two characters (``U``) only in its own case."""
+    body = r"\s+".join(re.escape(w) for w in term.split())
+    return re.compile(rf"(?<![\w-]){body}(?:s|es|d|ed)?(?![\w-])", 0 if len(term) <= 2 else re.IGNORECASE)
+
+
+def link_terms(doctree: nodes.Node, terms: dict[str, str]) -> list[str]:
+    """Link the first use of each glossary term in ``doctree``'s prose to its entry: ``terms`` maps a term to its
+    URI. A term the page already links (a ``{term}`` role, resolved to a reference with that URI) is left alone;
+    text under :data:`_NO_LINK` or inside a notebook cell is never touched. Longer terms first, so "after Holm"
+    wins over a shorter term inside it. Returns the terms linked, in the order linked."""
+    linked = {n.get("refuri", "").split("#")[-1] for n in doctree.findall(nodes.reference)}
+    todo = sorted((t for t, uri in terms.items() if uri.split("#")[-1] not in linked), key=len, reverse=True)
+    done: list[str] = []
+
+    def allowed(node: nodes.Node) -> bool:
+        p = node.parent
+        while p is not None:
+            if isinstance(p, _NO_LINK) or (isinstance(p, nodes.container) and
+                                           any(c.startswith("cell") for c in p.get("classes", []))):
+                return False
+            p = p.parent
+        return True
+
+    for term in todo:
+        pat = _term_pattern(term)
+        for text in list(doctree.findall(nodes.Text)):
+            if text.parent is None or not allowed(text):
+                continue
+            m = pat.search(str(text))
+            if m is None:
+                continue
+            s = str(text)
+            ref = nodes.reference("", m.group(0), refuri=terms[term], internal=True, classes=["glossary-term"],
+                                  reftitle=f"glossary: {term}")
+            new = [nodes.Text(s[:m.start()]), ref, nodes.Text(s[m.end():])]
+            text.parent.replace(text, [n for n in new if not (isinstance(n, nodes.Text) and not str(n))])
+            done.append(term)
+            break
+    return done
+
+
+def _link_glossary(app, doctree: nodes.document, docname: str) -> None:
+    """:func:`link_terms` with the book's glossary (the ``std`` domain's terms), on every page but the glossary."""
+    std = app.env.get_domain("std")
+    terms = {name: (doc, label) for (kind, name), (doc, label) in std.objects.items() if kind == "term"}
+    if not terms or all(doc == docname for doc, _ in terms.values()):
+        return
+    uri = {name: app.builder.get_relative_uri(docname, doc) + "#" + label for name, (doc, label) in terms.items()
+           if doc != docname}
+    link_terms(doctree, uri)
+
+
 def setup(app):
     app.connect("builder-inited", _add_static)
     app.add_css_file("posbias.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _launch_from_source, priority=900)
     app.connect("doctree-resolved", _figure_alt_texts)
+    app.connect("doctree-resolved", _link_glossary)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -188,3 +188,19 @@ def test_one_parameters_cell_is_shown(smoke_book):
         page = (smoke_book["html"] / "book" / "_executed" / cid / f"{cid}.html").read_text()
         assert page.count("tag_injected-parameters") == 1, cid
         assert "tag_parameters" not in page.replace("tag_injected-parameters", ""), cid
+
+
+def test_glossary_terms_are_linked_from_their_first_use_on_every_page(smoke_book):
+    """Issue 93: every page that uses a glossary term in its prose links its first use to the glossary, once."""
+    html_root = smoke_book["html"]
+    glossary = (smoke_book["root"] / "book" / "glossary.md").read_text().split("```{glossary}")[1].split("```")[0]
+    assert len(re.findall(r"^(\S.*)$", glossary, re.M)) >= 15
+    pages = [html_root / "book" / "what-we-found.html", html_root / "book" / "position-bias.html"]
+    pages += [html_root / "book" / "_executed" / c / f"{c}.html" for c in toc_chapters()]
+    linked = {}
+    for page in pages:
+        links = re.findall(r'class="glossary-term[^"]*" href="[^"]*glossary\.html#term-([^"]+)"', page.read_text())
+        assert len(links) == len(set(links)), f"{page.name}: a term linked twice automatically"
+        linked[page.stem] = set(links)
+    print({k: len(v) for k, v in linked.items()})
+    assert "claim" in linked["what-we-found"] and "register" in linked["scoreboard"]

@@ -52,3 +52,55 @@ def test_tex_is_said_in_words():
     assert plain_math(gap) == "acc(IC_a,b) - acc(IC_b,a)"
     assert plain_math(r"\alpha_k > \epsilon") == "alpha_k > epsilon"
     assert plain_math(r"q\cdot k/\sqrt d") == "q cdot k/ sqrt d"
+
+
+# ---------------------------------------------------------- glossary terms linked from their first use (issue 93)
+
+def _page(*paragraphs: list[nodes.Node]) -> nodes.document:
+    doc = new_document("<test>", get_default_settings(Parser))
+    for kids in paragraphs:
+        doc += nodes.paragraph("", "", *kids)
+    return doc
+
+
+TERMS = {"register": "glossary.html#term-register", "after Holm": "glossary.html#term-after-Holm",
+         "retrieve": "glossary.html#term-retrieve", "U": "glossary.html#term-U", "unit": "glossary.html#term-unit"}
+
+
+def _links(doc):
+    return [(r.astext(), r["refuri"]) for r in doc.findall(nodes.reference)]
+
+
+def test_the_first_use_of_each_term_is_linked_and_only_the_first():
+    from posbias.sphinxext import link_terms
+
+    doc = _page([nodes.Text("The Register judges claims after   Holm; the register again.")],
+                [nodes.Text("Networks that retrieves nothing; a community of units; a U here, u there.")])
+    done = link_terms(doc, TERMS)
+    assert sorted(done) == sorted(TERMS)
+    assert _links(doc) == [("Register", TERMS["register"]), ("after   Holm", TERMS["after Holm"]),
+                           ("retrieves", TERMS["retrieve"]), ("units", TERMS["unit"]), ("U", TERMS["U"])]
+    assert doc.astext().count("register again") == 1                          # the text itself is unchanged
+    assert "community" in doc.astext() and "Networks that retrieves nothing" in doc.astext()
+
+
+def test_terms_in_code_math_headings_links_and_cells_are_never_linked():
+    from posbias.sphinxext import link_terms
+
+    doc = new_document("<test>", get_default_settings(Parser))
+    doc += nodes.title("", "The register")
+    doc += nodes.paragraph("", "", nodes.literal("", "register"), nodes.math("", "U"))
+    doc += nodes.container("", nodes.paragraph("", "", nodes.Text("a register in a cell")), classes=["cell_output"])
+    doc += nodes.paragraph("", "", nodes.reference("", "the register", refuri="elsewhere.html"))
+    assert link_terms(doc, {"register": TERMS["register"], "U": TERMS["U"]}) == []
+    doc += nodes.paragraph("", "", nodes.Text("and the register in prose"))
+    assert link_terms(doc, {"register": TERMS["register"]}) == ["register"]
+
+
+def test_a_term_the_page_already_links_is_left_alone_and_words_containing_a_term_are_not_it():
+    from posbias.sphinxext import link_terms
+
+    doc = _page([nodes.reference("", "register", refuri="glossary.html#term-register"),
+                 nodes.Text(" and later the register; reunite, retrieval, unitary, U-shaped.")])
+    assert link_terms(doc, TERMS) == []
+    assert len(_links(doc)) == 1
