@@ -6,6 +6,7 @@ screenshots at that size of the front page, ``wu-fig-2`` and ``sinks-streaming``
 meets first) and of one chapter per part, under ``_build/html/_screenshots`` of the build.
 """
 import functools
+import json
 import http.server
 import os
 import re
@@ -266,7 +267,7 @@ def test_every_chapter_leads_with_its_result_within_eight_screens(server):
 
     base, book = server
     pages = _reading_pages(book["root"])
-    got = ph.measure(base, [rel for _, rel, _ in pages])
+    got = ph.measure(base, [rel for _, rel, _ in pages], root=book["html"])
     problems = []
     for part, rel, held in pages:
         m = got[rel]
@@ -289,16 +290,22 @@ def test_the_page_measure_sees_height_figures_and_collapsed_content():
     tall = '<p style="height: 9000px">x</p>'
     fig = '<figure><img style="width:10px;height:10px" src="data:image/gif;base64,R0lGODlhAQABAAAAACw="></figure>'
     wide = '<table><tr><td style="white-space: nowrap">' + "x" * 400 + "</td></tr></table>"
+    small = '<figure><img style="width:40px" src="fig.png"></figure>'       # 100 px wide, text 20 px: 8 px shown
     pages = {"tall.html": tall + fig, "top.html": fig + wide,
-             "hidden.html": fig + f"<details><summary>more</summary>{tall}{wide}</details>"}
+             "hidden.html": fig + f"<details><summary>more</summary>{tall}{wide}</details>", "small.html": small}
     root = Path(os.environ.get("TMPDIR", "/tmp")) / f"page-measure-{os.getpid()}"
     root.mkdir(exist_ok=True)
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Description", json.dumps({"smallest_text_px": 20.0}))
+    Image.new("RGB", (100, 50), "white").save(root / "fig.png", pnginfo=info)
     for name, body in pages.items():
         (root / name).write_text('<html><body style="margin:0"><article class="bd-article" style="width:600px">'
                                  f"{body}</article></body></html>")
     url, httpd = ph.serve(root)
     try:
-        got = ph.measure(url, list(pages), wait_ms=50)
+        got = ph.measure(url, list(pages), wait_ms=50, root=root)
     finally:
         httpd.shutdown()
         shutil.rmtree(root, ignore_errors=True)
@@ -307,6 +314,9 @@ def test_the_page_measure_sees_height_figures_and_collapsed_content():
     assert got["hidden.html"]["screens"] < 1 and got["hidden.html"]["wide_tables"] == []
     assert [p.split(": ", 1)[1][:20] for p in ph.problems("tall.html", got["tall.html"])] == [
         "10.0 screens visible", "its first figure at "]
+    assert got["small.html"]["text_px"] == [("fig.png", pytest.approx(8.0))]
+    assert ph.problems("small.html", got["small.html"]) == [
+        "small.html: figure text smaller than 9 px at 1280 px: fig.png (8.0 px)"]
 
 
 def test_the_table_of_contents_leads_with_what_we_found_and_ends_with_the_audit_trail():

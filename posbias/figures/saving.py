@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from .. import evidence  # noqa: E402
 from ..provenance import git_state, sha256_file  # noqa: E402
 
-__all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigure"]
+__all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigure", "smallest_text_px"]
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -64,6 +64,18 @@ def _provenance(name: str, caption: str, data: Any = None) -> dict[str, Any]:
         "data_scope": scope,
         "evidence": evidence.record(files),
     }
+
+
+def smallest_text_px(fig: matplotlib.figure.Figure) -> float:
+    """The height in pixels of the smallest visible text of ``fig`` in its saved PNG (font size in points times
+    ``savefig.dpi`` / 72): tick labels, titles, legends, annotations. A page that shows the PNG narrower than its
+    natural width shrinks it by the same factor (``tests/page_heights.py`` checks what a reader sees)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()                                     # tick labels exist once the figure is drawn
+    dpi = float(plt.rcParams["savefig.dpi"]) if plt.rcParams["savefig.dpi"] != "figure" else fig.dpi
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return round(min(sizes) * dpi / 72, 2) if sizes else float("inf")
 
 
 class SavedFigure(dict):
@@ -175,6 +187,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None, d
     out = run_dir / "figures"
     out.mkdir(parents=True, exist_ok=True)
     prov = _provenance(name, caption, data)
+    prov["smallest_text_px"] = smallest_text_px(fig)
     desc = json.dumps(prov, sort_keys=True)
     title = f"{prov['chapter']}: {name}"
     meta = {
