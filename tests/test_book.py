@@ -204,3 +204,21 @@ def test_glossary_terms_are_linked_from_their_first_use_on_every_page(smoke_book
         linked[page.stem] = set(links)
     print({k: len(v) for k, v in linked.items()})
     assert "claim" in linked["what-we-found"] and "register" in linked["scoreboard"]
+
+
+def test_no_figure_of_the_book_shows_text_over_text(smoke_book):
+    """Issue 93: every saved figure records, once drawn, the pairs of its texts whose boxes overlap (titles that
+    run into each other, tick labels on top of a legend); the book's have none, and every one records its smallest
+    text (which tests/test_browser.py holds to 9 px as the page shows it)."""
+    from PIL import Image
+
+    pngs = sorted((smoke_book["root"] / "book" / "_executed").glob("*/figures/*.png"))
+    assert len(pngs) >= 30
+    bad, missing = {}, []
+    for png in pngs:
+        prov = json.loads(Image.open(png).text["Description"])
+        if "smallest_text_px" not in prov:
+            missing.append(png.name)
+        if prov.get("overlapping_text"):
+            bad[png.name] = prov["overlapping_text"][:3]
+    assert not missing and not bad, (missing, bad)

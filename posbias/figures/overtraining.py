@@ -108,13 +108,13 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
                Line2D([], [], color="0.6", lw=0.9, ls="--",
                       label=f"best while ignoring the query ({refs[1][0]:.3f})"),
                Line2D([], [], color="k", lw=0.6, ls=":", label="the paper's 100,000 iterations")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     return fig
 
 
 def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None = 100_000,
                 attention: Mapping[str, Mapping[str, Sequence]] | None = None) -> matplotlib.figure.Figure:
-    """The jump study's probes along training (:func:`posbias.jump.probe_series`, one per role): four panels against
+    """The jump study's probes along training (:func:`posbias.jump.probe_series`, one per role): 2 x 2 panels against
     iterations (thousands), the jumper orange and the non-jumper blue as in the study's trajectories. (a) accuracy
     on fresh IC sets (solid) and on a fresh position sweep (dashed), with the sweep's ceiling for any network that
     ignores the query (grey); (b) the last layer's attention on the query's own class over what position alone
@@ -128,7 +128,8 @@ def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None =
 
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colour = {"jumper": colours[1], "non-jumper": colours[0]}
-    fig, ax = plt.subplots(1, 4, figsize=(12, 3.3))
+    fig, axes = plt.subplots(2, 2, figsize=(8, 5.8))
+    ax = axes.flatten()
     ceiling = float(closed_forms()["sweep"]["ignore_best"])
     ax[0].axhline(ceiling, color="0.6", lw=0.7, ls="--")
     ax[1].axhline(1.0, color="0.6", lw=0.7, ls="--")
@@ -160,5 +161,5 @@ def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None =
             a.axvline(mark / 1000, color="k", lw=0.5, ls=":")
     handles.append(Line2D([], [], color="0.6", lw=0.9, ls="--",
                           label=f"sweep ceiling without the query ({ceiling:.3f})"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     return fig

@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from .. import evidence  # noqa: E402
 from ..provenance import git_state, sha256_file  # noqa: E402
 
-__all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigure", "smallest_text_px"]
+__all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigure", "smallest_text_px",
+           "fit_to_column", "COLUMN_PX", "MIN_TEXT_PX", "overlapping_text"]
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -66,6 +67,74 @@ def _provenance(name: str, caption: str, data: Any = None) -> dict[str, Any]:
     }
 
 
+#: The width a page shows a figure at, in CSS pixels: at 1280 px the book shows a figure 764 px wide in its content
+#: column and 729 px inside a dropdown (measured in the built book), less a margin. :data:`MIN_TEXT_PX`: the smallest
+#: text a reader should see there.
+COLUMN_PX, MIN_TEXT_PX = 720, 9.0
+
+
+def _dpi(fig: matplotlib.figure.Figure) -> float:
+    return float(plt.rcParams["savefig.dpi"]) if plt.rcParams["savefig.dpi"] != "figure" else fig.dpi
+
+
+def fit_to_column(fig: matplotlib.figure.Figure, column_px: float = COLUMN_PX, min_px: float = MIN_TEXT_PX) -> float:
+    """Shrink ``fig`` (its size in inches, both sides by one factor; text keeps its size in points) until its
+    smallest text, shown ``column_px`` wide, is at least ``min_px`` high: a wide figure of many panels would
+    otherwise be scaled down by the page until its labels cannot be read. Returns the factor (1.0: unchanged)."""
+    total = 1.0
+    for _ in range(4):
+        px = smallest_text_px(fig)
+        width = fig.get_tightbbox(fig.canvas.get_renderer()).width * _dpi(fig)     # the saved PNG's width
+        shown = px * min(1.0, column_px / width)
+        if shown >= min_px * 0.995 or px == float("inf"):
+            break
+        f = shown / min_px
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w * f, h * f)
+        total *= f
+    return round(total, 4)
+
+
+def _drawn_texts(fig: matplotlib.figure.Figure) -> list:
+    """The texts a drawn ``fig`` shows: its own (suptitle, figure texts, legends), and per axes its titles, axis
+    labels, legend and the tick labels of ticks inside the view (matplotlib keeps labels of other ticks, undrawn)."""
+    from matplotlib.text import Text
+
+    out = [t for t in fig.texts] + [t for leg in fig.legends for t in leg.get_texts()]
+    if fig._suptitle is not None:
+        out.append(fig._suptitle)
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        out += [t for t in ax.texts]
+        if ax.get_legend() is not None:
+            out += list(ax.get_legend().get_texts())
+        for axis, (lo, hi) in ((ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim()))):
+            for tick in axis.get_major_ticks():
+                if lo - 1e-9 * abs(hi - lo) <= tick.get_loc() <= hi + 1e-9 * abs(hi - lo):
+                    out += [tick.label1, tick.label2]
+    return [t for t in out if isinstance(t, Text) and t.get_visible() and t.get_text().strip()]
+
+
+def overlapping_text(fig: matplotlib.figure.Figure) -> list[tuple[str, str]]:
+    """Pairs of texts ``fig`` shows (:func:`_drawn_texts`: titles, labels, tick labels, legend entries) whose boxes
+    overlap by more than a pixel each way once drawn: two titles run into each other when a row of panels is too
+    narrow for them. Each pair by its two strings."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(r)) for t in _drawn_texts(fig)]
+    out = []
+    for i, (a, ba) in enumerate(boxes):
+        for b, bb in boxes[i + 1:]:
+            inter = Bbox.intersection(ba, bb)
+            if inter is not None and inter.width > 1 and inter.height > 1:
+                out.append((a, b))
+    return out
+
+
 def smallest_text_px(fig: matplotlib.figure.Figure) -> float:
     """The height in pixels of the smallest visible text of ``fig`` in its saved PNG (font size in points times
     ``savefig.dpi`` / 72): tick labels, titles, legends, annotations. A page that shows the PNG narrower than its
@@ -73,7 +142,7 @@ def smallest_text_px(fig: matplotlib.figure.Figure) -> float:
     from matplotlib.text import Text
 
     fig.canvas.draw()                                     # tick labels exist once the figure is drawn
-    dpi = float(plt.rcParams["savefig.dpi"]) if plt.rcParams["savefig.dpi"] != "figure" else fig.dpi
+    dpi = _dpi(fig)
     sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     return round(min(sizes) * dpi / 72, 2) if sizes else float("inf")
 
@@ -187,7 +256,9 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None, d
     out = run_dir / "figures"
     out.mkdir(parents=True, exist_ok=True)
     prov = _provenance(name, caption, data)
+    prov["shrunk_to_column"] = fit_to_column(fig)
     prov["smallest_text_px"] = smallest_text_px(fig)
+    prov["overlapping_text"] = [list(p) for p in overlapping_text(fig)]
     desc = json.dumps(prov, sort_keys=True)
     title = f"{prov['chapter']}: {name}"
     meta = {
