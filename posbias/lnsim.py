@@ -322,7 +322,7 @@ def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None 
     if title:
         ax.set_title(title, fontsize=8)
     if rp is not None:
-        ax.text(n + 0.3, 0.8, f"RP={rp:.2f}", ha="right", va="top", fontsize=7)
+        ax.text(n + 0.3, 0.8, f"RP={rp:.2f}", ha="right", va="top", fontsize=8)
     return im
 
 

@@ -27,14 +27,14 @@ def sink_comparison_figure(toy: dict[str, Any], real: dict[str, Any], table: Any
             r = np.asarray(rate, dtype=float)[:-1]
             axes[0].plot(np.arange(len(r)) / max(len(r) - 1, 1), r, style, label=label)
     axes[0].set(xlabel="(k - 1) / (n - 2)", ylabel="sink rate", ylim=(-0.02, 1.02))
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     y = np.arange(len(table))
     axes[1].barh(y, table["rate at the sink"], color="C0", label="at the sink")
     axes[1].barh(y, table["max elsewhere"], color="C3", alpha=0.6, height=0.4, label="elsewhere")
-    axes[1].set_yticks(y, table["network"], fontsize=7)
+    axes[1].set_yticks(y, table["network"], fontsize=8)
     axes[1].invert_yaxis()
     axes[1].set(xlim=(0, 1), xlabel="sink rate")
-    axes[1].legend(fontsize=7)
+    axes[1].legend(fontsize=8)
     return fig
 
 

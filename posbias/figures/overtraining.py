@@ -37,7 +37,7 @@ def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title:
             ax.axvline(mark / 1000, color="k", lw=0.5, ls=":")
         twin = ax.twinx()
         twin.plot(x[1:], s["loss"][1:], color="0.55", lw=0.9, ls="--")
-        twin.tick_params(labelsize=7, colors="0.45")
+        twin.tick_params(labelsize=8, colors="0.45")
         twin.grid(False)
         ax.set_title(label.replace("|", ", "), fontsize=9)
     for ax in list(axes.flat)[len(labels):]:
@@ -47,7 +47,7 @@ def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title:
     for ax in axes[:, 0]:
         ax.set_ylabel("accuracy gap")
     if labels:
-        axes.flat[0].legend(fontsize=7, frameon=False, loc="best")
+        axes.flat[0].legend(fontsize=8, frameon=False, loc="best")
     else:
         axes.flat[0].text(0.5, 0.5, "no complete configuration yet", ha="center", transform=axes.flat[0].transAxes)
     fig.suptitle(f"{title} (dashed grey: training loss, right axis)", fontsize=10)

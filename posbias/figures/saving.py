@@ -114,7 +114,9 @@ def _drawn_texts(fig: matplotlib.figure.Figure) -> list:
             for tick in axis.get_major_ticks():
                 if lo - 1e-9 * abs(hi - lo) <= tick.get_loc() <= hi + 1e-9 * abs(hi - lo):
                     out += [tick.label1, tick.label2]
-    return [t for t in out if isinstance(t, Text) and t.get_visible() and t.get_text().strip()]
+    seen: set[int] = set()                                # a suptitle is among the figure's texts too
+    return [t for t in out if isinstance(t, Text) and t.get_visible() and t.get_text().strip()
+            and not (id(t) in seen or seen.add(id(t)))]
 
 
 def overlapping_text(fig: matplotlib.figure.Figure) -> list[tuple[str, str]]:

@@ -38,10 +38,10 @@ def gap_curves_figure(results: dict[str, list[dict]], pes: list[str], depths: li
                     ax.fill_between(x, m - e, m + e, color=c, alpha=0.15, lw=0)
         ax.axhline(0, color="k", lw=0.6)
         ax.set_title(p.replace("-", " vs "))
-        ax.set_xlabel("training iteration (thousands)")
+    fig.supxlabel("training iteration (thousands)", fontsize=10)
     axes[0].set_ylabel("accuracy gap")
     if depths:
-        axes[-1].legend(fontsize=7, frameon=False, bbox_to_anchor=(1.02, 1), loc="upper left")
+        axes[-1].legend(fontsize=8, frameon=False, bbox_to_anchor=(1.02, 1), loc="upper left")
     else:
         axes[1].text(0.5, 0.5, "no complete depth yet", ha="center", transform=axes[1].transAxes)
     return fig
@@ -114,8 +114,8 @@ def attention_maps_figure(maps: Any, mask: Any, title: str = "") -> matplotlib.f
         im = ax.imshow(m, cmap="viridis", vmin=0)
         ax.grid(False)
         ax.set_title(f"layer {t + 1}{title}")
-        ax.set_xticks(range(T), labels, fontsize=6, rotation=90)
-        ax.set_yticks(range(T), labels, fontsize=6)
+        ax.set_xticks(range(T), labels, fontsize=8, rotation=90)
+        ax.set_yticks(range(T), labels, fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.046)
     return fig
 
@@ -268,7 +268,7 @@ def fig4_sweep_figure(sweeps: dict[str, Any], wheres: tuple[str, ...] = ("first"
         ax.set_xlabel("item holding the answer")
         _say_empty(ax)
     axes[0, 0].set_ylabel("accuracy")
-    _legend(axes[0][::-1], fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    _legend(axes[0][::-1], fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
     return fig
 
 
@@ -289,7 +289,7 @@ def fig3_gap_curves_figure(results: dict[str, list[dict]]) -> matplotlib.figure.
         if len(ax.lines) == 1:
             ax.text(0.5, 0.5, _EMPTY, ha="center", va="center", transform=ax.transAxes)
     axes[0].set_ylabel("accuracy gap")
-    _legend(axes[::-1], fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    _legend(axes[::-1], fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
     return fig
 
 
@@ -314,5 +314,5 @@ def fig4_preference_curves_figure(results: dict[str, list[dict]],
         if len(ax.lines) == 1:
             ax.text(0.5, 0.5, _EMPTY, ha="center", va="center", transform=ax.transAxes)
     axes[0, 0].set_ylabel("mean of its two gaps")
-    _legend(axes[0][::-1], fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    _legend(axes[0][::-1], fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
     return fig
