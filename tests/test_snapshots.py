@@ -25,6 +25,9 @@ def test_snapshots_at_step_zero_and_every_interval_and_the_last_is_the_result(tm
     rec = snapshots.record(unit, 2)
     assert rec["result"] == res and rec["provenance"]["snapshots"] == [0, 2, 4, 6]
     assert rec["provenance"]["reproduces"] is None               # nothing stored to compare with
+    from posbias.provenance import summary
+    summ = summary(rec["provenance"]["sittings"])                  # the summary is its sittings' (issue 95)
+    assert rec["provenance"]["sittings"] and all(rec["provenance"][k] == summ[k] for k in summ if k != "mixed")
     # the last snapshot is the network that produced the result
     again = loop.train_units([unit], progress=False, log=lambda s: None)[0]
     assert again["ic_accuracy"] == res["ic_accuracy"]

@@ -22,7 +22,7 @@ import torch
 
 from .. import parking, store
 from ..model import EnsembleNet
-from ..provenance import sha256_bytes
+from ..provenance import sha256_bytes, with_summary
 from . import checkpoints as ck
 from .units import UNIT_EXPERIMENT, VERSION, Unit
 
@@ -144,10 +144,11 @@ def train(unit: Unit, every: int, *, stored: dict[str, Any] | None = None, threa
     if shared is not None and "curves" in shared:
         fresh_cmp["curves"] = {k: v for k, v in fresh["curves"].items() if k in shared["curves"]}
     diff = None if shared is None else compare_results(fresh_cmp, shared)
-    prov = {"sittings": st.get("sittings", []), "trained_again": stored is not None,
-            "reproduces": None if diff is None else not diff, "differs_in": diff or [],
-            "unit_record": store.key_of(UNIT_EXPERIMENT, unit.params(), VERSION), "snapshot_every": every,
-            "snapshots": steps_kept(unit, every)}
+    # the summary is its sittings' (provenance.summary, issue 95), never the storing process's alone
+    prov = with_summary({"trained_again": stored is not None,
+                         "reproduces": None if diff is None else not diff, "differs_in": diff or [],
+                         "unit_record": store.key_of(UNIT_EXPERIMENT, unit.params(), VERSION),
+                         "snapshot_every": every, "snapshots": steps_kept(unit, every)}, st.get("sittings", []))
     out = store.cached(EXPERIMENT, _params(unit, every), lambda: fresh, version=VERSION, seeds=[unit.seed],
                        wall_seconds=round(float(fresh["train_seconds_ensemble"]), 3), extra_provenance=prov)
     shutil.rmtree(ckdir, ignore_errors=True)
