@@ -70,3 +70,18 @@ def two_layers():
     from posbias import llm
 
     return llm.tiny_llama(n_layers=2, seed=1)
+
+
+@pytest.fixture
+def run_dir(fresh, monkeypatch, tmp_path):
+    """A chapter run's environment for saving figures (tests/test_figures*.py): the book's style, a chapter, its
+    parameters and a fixed source date."""
+    import json
+
+    from posbias import figures
+
+    monkeypatch.setenv("POSBIAS_CHAPTER", "wu-thm-4-1")
+    monkeypatch.setenv("POSBIAS_PARAMS", json.dumps({"depth": 3}))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    figures.style()
+    return tmp_path

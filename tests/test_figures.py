@@ -10,15 +10,6 @@ from PIL import Image
 from posbias import figures, report
 
 
-@pytest.fixture
-def run_dir(fresh, monkeypatch, tmp_path):
-    monkeypatch.setenv("POSBIAS_CHAPTER", "wu-thm-4-1")
-    monkeypatch.setenv("POSBIAS_PARAMS", json.dumps({"depth": 3}))
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    figures.style()
-    return tmp_path
-
-
 def _figure():
     fig, ax = plt.subplots()
     ax.plot([0, 1, 2], [1, 0.5, 0.25], label="mass on position 1")

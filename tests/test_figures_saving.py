@@ -1,27 +1,10 @@
 """posbias.figures.saving: a saved figure is fitted to the width the book shows it at, so that its smallest text is
 legible there, and records the texts that overlap once drawn (issue 93)."""
-import json
-
 import matplotlib.pyplot as plt
 import pytest
 
 from posbias import figures
-
-
-@pytest.fixture
-def run_dir(fresh, monkeypatch, tmp_path):
-    monkeypatch.setenv("POSBIAS_CHAPTER", "wu-thm-4-1")
-    monkeypatch.setenv("POSBIAS_PARAMS", json.dumps({"depth": 3}))
-    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    figures.style()
-    return tmp_path
-
-
-def _figure():
-    fig, ax = plt.subplots()
-    ax.plot([0, 1, 2], [1, 0.5, 0.25], label="mass on position 1")
-    ax.legend()
-    return fig
+from test_figures import _figure
 
 
 def test_a_wide_figure_is_shrunk_until_its_smallest_text_reads_at_the_column_and_a_narrow_one_is_not(run_dir):
