@@ -235,10 +235,11 @@ def _cmd_jump(args: argparse.Namespace) -> int:
     from . import jump  # lazy: torch
     from .training import snapshots
 
+    known = [*jump.SEEDS, *jump.ALSO]
     roles = args.role or list(jump.SEEDS)
-    unknown = sorted(set(roles) - set(jump.SEEDS))
+    unknown = sorted(set(roles) - set(known))
     if unknown:
-        print(f"error: no role {', '.join(map(repr, unknown))}; the study has {', '.join(map(repr, jump.SEEDS))}",
+        print(f"error: no role {', '.join(map(repr, unknown))}; the study has {', '.join(map(repr, known))}",
               file=sys.stderr)
         return 2
     if args.threads is not None and args.threads < 1:
@@ -378,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Trains decay|2 seed 5 (a network that left its plateau in the fixed-budget study) and seed 0 "
                     "(one that never did) again, alone, keeping their weights every 25,000 iterations (posbias.jump "
                     "holds the design). Resumable; --park commits an unfinished run's checkpoint.")
-    p.add_argument("--role", action="append", metavar="ROLE", help="'jumper' or 'non-jumper' (default both)")
+    p.add_argument("--role", action="append", metavar="ROLE",
+                   help="'jumper', 'non-jumper' or 'No PE|2' (issue 92's No PE|2 seed 5; default the first two)")
     _retrain_options(p, "torch threads (default 1)")
     p.set_defaults(func=_cmd_jump)
 

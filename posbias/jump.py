@@ -45,7 +45,8 @@ from .recompute import recomputable
 
 __all__ = ["EVERY", "SEEDS", "N_PROBE", "MOVE", "DESIGN", "PREDICTIONS", "units", "half_change", "moves_before",
            "core_hours", "stored_result", "probes_of", "probe_at", "probe_series",
-           "judge", "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory",
+           "judge", "ELSEWHERE", "ALSO",
+           "judge_elsewhere", "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory",
            "attention_reading"]
 
 #: Weights kept every this many iterations.
@@ -84,12 +85,81 @@ PREDICTIONS: dict[str, str] = {
 }
 
 
+#: Item 3 of issue 92, written on 2026-12-07 before any decay | 4 network or the No PE | 2 network had trained past
+#: step 0 (both campaigns started minutes before this commit; no result or probe of theirs existed). Read with
+#: the study's rules: a plateau exit by :func:`posbias.budget.plateau_exits`, a move by :func:`half_change`.
+ELSEWHERE: dict[str, str] = {
+    "H5": "decay|4: at least one of its five networks leaves a plateau of its mean IC accuracy after 100,000 "
+          "iterations, as 8 of decay|2's 10 do",
+    "H6": "decay|4: in every network that leaves its plateau after 100,000, the first-last gap's half-change comes "
+          "more than 25,000 iterations before the mean IC accuracy's, as in decay|2's upper branch",
+    "H7": "No PE|2 (seed 5): at the end, training-class accuracy exceeds novel-class accuracy by more than 0.05",
+    "H8": "No PE|2 (seed 5): training-class accuracy moves up along training while novel-class accuracy does not "
+          "move (memorising, not learning to retrieve)",
+}
+#: The No PE | 2 network of item 3 (kept every :data:`EVERY`, probed like the two decay | 2 networks).
+ALSO: dict[str, tuple[str, int]] = {"No PE|2": ("No PE|2", 5)}
+
+
 def units() -> dict[str, Any]:
-    """The design's two units: ``{"jumper": Unit, "non-jumper": Unit}`` (the study's decay | 2 units)."""
+    """The study's units kept along training: ``{"jumper": Unit, "non-jumper": Unit, "No PE|2": Unit}`` (the
+    fixed-budget study's decay | 2 units, and No PE | 2 seed 5 of item 3)."""
+    import dataclasses
+
     from .training.campaigns import units_of
 
-    us = {u.seed: u for u in units_of("wu-bias-over-training", "budget", {}, admit=False)["decay|2"]}
-    return {role: us[seed] for role, seed in SEEDS.items()}
+    groups = units_of("wu-bias-over-training", "budget", {}, admit=False)
+    us = {u.seed: u for u in groups["decay|2"]}
+    out = {role: us[seed] for role, seed in SEEDS.items()}
+    for role, (label, seed) in ALSO.items():
+        out[role] = dataclasses.replace(groups[label][0], seed=seed)
+    return out
+
+
+def judge_elsewhere(decay4: Sequence[Mapping[str, Any] | None], nope: Mapping[str, list],
+                    nope_done: bool) -> dict[str, dict[str, str]]:
+    """:data:`ELSEWHERE` against the data: ``decay4`` the five decay | 4 results (None while one trains),
+    ``nope`` the No PE | 2 network's :func:`probe_series`, ``nope_done`` whether it has reached 500,000. Per
+    prediction ``{"verdict", "why"}``: ``holds``, ``fails``, ``not yet``, or ``no case`` (H6 with no exit)."""
+    from . import convergence as cv
+    from .budget_read import exits_after
+
+    out: dict[str, dict[str, str]] = {}
+    done = [r for r in decay4 if r is not None]
+    if len(done) < len(decay4) or not decay4:
+        out["H5"] = out["H6"] = {"verdict": "not yet", "why": f"{len(done)} of {len(decay4)} decay|4 networks trained"}
+    else:
+        exits = [exits_after(r) for r in done]
+        out["H5"] = {"verdict": "holds" if any(exits) else "fails",
+                     "why": f"{sum(bool(e) for e in exits)} of {len(done)} leave a plateau after 100,000"
+                            + (f" (at {', '.join(f'{e[0]:,}' for e in exits if e)})" if any(exits) else "")}
+        leads = []
+        for r, e in zip(done, exits):
+            if e:
+                c = r["curves"]
+                g = half_change(c["step"], cv.gap_curve(c, "first-last"))
+                a = half_change(c["step"], bd.mean_accuracy(c))
+                leads.append(None if g["at"] is None or a["at"] is None else a["at"] - g["at"])
+        if not leads:
+            out["H6"] = {"verdict": "no case", "why": "no decay|4 network leaves its plateau after 100,000"}
+        else:
+            ok = all(x is not None and x > EVERY for x in leads)
+            out["H6"] = {"verdict": "holds" if ok else "fails",
+                         "why": "the gap's half-change leads the accuracy's by "
+                                + ", ".join("—" if x is None else f"{x:,}" for x in leads)}
+    if not nope_done:
+        out["H7"] = out["H8"] = {"verdict": "not yet", "why": f"the No PE|2 network has reached "
+                                                              f"{max(nope.get('step', []), default=0):,} of 500,000"}
+    else:
+        tr, nv = nope["training_classes"], nope["novel_classes"]
+        out["H7"] = {"verdict": "holds" if tr[-1] - nv[-1] > MOVE else "fails",
+                     "why": f"training classes {tr[-1]:.3f}, novel {nv[-1]:.3f}"}
+        ht, hn = half_change(nope["step"], tr), half_change(nope["step"], nv)
+        ok = ht["moves"] and ht["end"] > ht["start"] and not hn["moves"]
+        out["H8"] = {"verdict": "holds" if ok else "fails",
+                     "why": f"training classes {ht['start']:.3f} → {ht['end']:.3f}, novel {hn['start']:.3f} → "
+                            f"{hn['end']:.3f}"}
+    return out
 
 
 def stored_result(role: str) -> dict[str, Any] | None:

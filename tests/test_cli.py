@@ -134,7 +134,7 @@ def test_list(tree):
     (["campaign", "wu-fig-5", "--cluster", "pbs"], "invalid choice"),
     (["campaign", "wu-fig-5", "--cluster", "slurm", "--cluster-config", "/nonexistent.yaml"], "no such file"),
     (["campaign", "wu-fig-5", "--threads", "0"], "at least 1 torch thread"),
-    (["jump", "--role", "leaper"], "no role 'leaper'; the study has 'jumper', 'non-jumper'"),
+    (["jump", "--role", "leaper"], "no role 'leaper'; the study has 'jumper', 'non-jumper', 'No PE|2'"),
     (["jump", "--threads", "0"], "--threads must be at least 1"),
 ])
 def test_campaign_bad_input_exits_2_and_writes_nothing(tree, tmp_path, args, message):

@@ -129,3 +129,46 @@ def test_the_attention_reading_follows_the_numbers():
     assert "neither ratio has moved" in jump.attention_reading({"jumper": _attention(), "non-jumper": _attention()})
     early = {k: v[:3] for k, v in jumps.items()}
     assert "no kept network after" in jump.attention_reading({"jumper": early, "non-jumper": early})
+
+
+def _deep(at=None, gap_at=None):
+    """A decay|4 record: mean IC accuracy jumping at ``at`` (flat when None), the first-last gap rising from -0.15
+    to 0 at ``gap_at`` (the mean accuracy unchanged by it)."""
+    acc = _sigmoid(at) if at is not None else np.full(len(STEPS), 0.515)
+    d = _sigmoid(gap_at, lo=-0.075, hi=0.0) if gap_at is not None else np.zeros(len(STEPS))
+    names = ("first_middle", "middle_first", "middle_last", "last_middle")
+    curves = {"step": STEPS, **{f"IC_{k}": list(acc) for k in names},
+              "IC_first_last": list(acc + d), "IC_last_first": list(acc - d)}
+    return {"curves": curves}
+
+
+def test_the_elsewhere_predictions_are_declared_apart_and_read_the_study_rules():
+    assert set(jump.ELSEWHERE) == {"H5", "H6", "H7", "H8"} and not set(jump.ELSEWHERE) & set(jump.PREDICTIONS)
+    memorises = _series(None, 0.5, 0.5)
+    memorises["training_classes"] = list(_sigmoid(250_000, lo=0.5, hi=0.7)[::5])
+    got = jump.judge_elsewhere([_deep(177_500, 127_500), _deep()] + [_deep()] * 3, memorises, True)
+    assert {h: v["verdict"] for h, v in got.items()} == {"H5": "holds", "H6": "holds", "H7": "holds", "H8": "holds"}
+    assert got["H6"]["why"].endswith("by 50,000")
+    # the gap moving with the accuracy, not before: H6 fails; a single evaluation's lead is not enough
+    assert jump.judge_elsewhere([_deep(177_500, 177_500)] * 5, memorises, True)["H6"]["verdict"] == "fails"
+    assert jump.judge_elsewhere([_deep(177_500, 157_500)] * 5, memorises, True)["H6"]["verdict"] == "fails"
+    flat = jump.judge_elsewhere([_deep()] * 5, _series(None, 0.5, 0.5), True)
+    assert flat["H5"]["verdict"] == "fails" and flat["H6"]["verdict"] == "no case"
+    assert flat["H7"]["verdict"] == "fails" and flat["H8"]["verdict"] == "fails"
+    # learning novel classes too is not memorising
+    both = {**memorises, "novel_classes": list(_sigmoid(250_000, lo=0.4, hi=0.6)[::5])}
+    assert jump.judge_elsewhere([_deep()] * 5, both, True)["H8"]["verdict"] == "fails"
+
+
+def test_the_elsewhere_predictions_wait_for_unfinished_networks():
+    got = jump.judge_elsewhere([_deep(), None, None, None, None], _series(), False)
+    assert {v["verdict"] for v in got.values()} == {"not yet"}
+    assert got["H5"]["why"] == "1 of 5 decay|4 networks trained"
+
+
+def test_the_no_pe_network_of_item_3_is_the_study_unit_with_seed_5():
+    us = jump.units()
+    assert set(us) == {"jumper", "non-jumper", "No PE|2"}
+    u = us["No PE|2"]
+    assert (u.seed, u.depth, u.config.mask, u.config.pe, u.steps) == (5, 2, "causal", "none", 500_000)
+    assert u.n_heldout == us["jumper"].n_heldout and u.eval_every == 5000
