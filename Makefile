@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip install --disable-pip-version-check -c constraint
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export MPLBACKEND := Agg
 
-.PHONY: all install book test test-fast lint pdf chromium check-data clean distclean mutants mutants-2 mutants-3 mutants-4 fuzz
+.PHONY: all install book test test-fast lint pdf chromium check-data clean distclean mutants mutants-2 mutants-3 mutants-4 mutants-core fuzz
 
 all: book
 
@@ -94,6 +94,16 @@ MUTANTS_SAMPLE_4 := --sample 400 --seed 20261206 --exclude book/mutmut-sample.js
 mutants-4: install
 	$(PIP) -e ".[mutants]"
 	$(BIN)/python tests/mutmut_run.py $(MUTANTS_SAMPLE_4) $(MUTANTS_ARGS)
+
+# The science core whole (issue 96): every mutant of masks, attention, rollout, theory, lntheory, lnsim, task,
+# model and retrieval, not a sample, tested by the chapters' smoke checks and the core's unit tests
+# (tests/mutmut_run.py's CORE and CORE_TESTS). Resumable: each `make mutants-core` goes on for MUTANTS_BUDGET
+# seconds in runs/mutmut-work-core and writes the score and every survivor to runs/mutmut-core.json, which is
+# committed as book/mutmut-core.json before any survivor is read. Time on one core: see CONTRIBUTING.
+MUTANTS_CORE := --modules core --work runs/mutmut-work-core --out runs/mutmut-core.json
+mutants-core: install
+	$(PIP) -e ".[mutants]"
+	$(BIN)/python tests/mutmut_run.py $(MUTANTS_CORE) $(MUTANTS_ARGS)
 
 # Fuzzing the declared parameters (issue 47): random valid parameter sets per chapter, drawn by hypothesis
 # from the front matter, for FUZZ_SECONDS in all; reports every exit 1. Not part of `make test`.

@@ -38,6 +38,16 @@ UNIT_TESTS = ["tests/test_theory.py", "tests/test_masks.py", "tests/test_rollout
               "tests/test_lnsim.py", "tests/test_lnsim_checks.py", "tests/test_lntheory.py", "tests/test_evaluate.py",
               "tests/test_evaluate_checks.py", "tests/test_quantities.py", "tests/test_stats.py",
               "tests/test_llm_sinks.py", "tests/test_claims.py"]
+#: The science core (issue 96), tested whole: every mutant of these modules, not a sample. The modules the
+#: book's derivations and the networks rest on: masks, attention, rollout, the closed forms, the LayerNorm
+#: formulas and simulator, the task, the model and the retrieval baselines.
+CORE = ["posbias/masks.py", "posbias/attention.py", "posbias/rollout.py", "posbias/theory.py",
+        "posbias/lntheory.py", "posbias/lnsim.py", "posbias/task.py", "posbias/model.py", "posbias/retrieval.py"]
+CORE_TESTS = ["tests/test_masks.py", "tests/test_attention.py", "tests/test_rollout.py", "tests/test_theory.py",
+              "tests/test_lntheory.py", "tests/test_lnsim.py", "tests/test_lnsim_checks.py", "tests/test_task.py",
+              "tests/test_model.py", "tests/test_retrieval.py"]
+#: ``--modules``: which modules are mutated and which unit tests run beside the chapters' smoke checks.
+SETS: dict[str, tuple[list[str], list[str]]] = {"sample": (MODULES, UNIT_TESTS), "core": (CORE, CORE_TESTS)}
 CONFIG = """[mutmut]
 only_mutate =
 {paths}
@@ -78,10 +88,14 @@ def _head() -> str:
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
-def _prepare(work: Path) -> None:
+def _prepare(work: Path, modules: str = "sample") -> None:
     """Copy the sources into ``work`` (once: a later sitting keeps mutmut's state there, and tests the
-    sources it copied; the commit they came from is kept in ``work/COMMIT``)."""
+    sources it copied; the commit they came from is kept in ``work/COMMIT``, the module set in ``work/SET``)."""
     if (work / "setup.cfg").exists():
+        had = (work / "SET").read_text().strip() if (work / "SET").exists() else "sample"
+        if had != modules:
+            raise SystemExit(f"{work} holds a run over the {had!r} modules, not {modules!r}: give each set its "
+                             "own --work folder")
         return
     work.mkdir(parents=True, exist_ok=True)
     for name in ("posbias", "notebooks", "tests", "book", "references.bib", "pyproject.toml"):
@@ -92,13 +106,15 @@ def _prepare(work: Path) -> None:
             shutil.copy2(src, work / name)
     (work / "data").symlink_to(ROOT / "data")       # read-only use: results are recomputed fresh
     (work / "COMMIT").write_text(_head() + "\n")
-    (work / "setup.cfg").write_text(_config())
+    (work / "SET").write_text(modules + "\n")
+    (work / "setup.cfg").write_text(_config(modules))
 
 
-def _config() -> str:
-    """mutmut's configuration: the mutated modules and the test files, as declared above."""
-    return CONFIG.format(paths="\n".join("    " + m for m in MODULES),
-                         tests="\n".join("    " + t for t in ["tests/mutmut_smoke.py", *UNIT_TESTS]))
+def _config(modules: str = "sample") -> str:
+    """mutmut's configuration: the mutated modules and the test files of the set ``modules`` (:data:`SETS`)."""
+    paths, tests = SETS[modules]
+    return CONFIG.format(paths="\n".join("    " + m for m in paths),
+                         tests="\n".join("    " + t for t in ["tests/mutmut_smoke.py", *tests]))
 
 
 def _sample(args, mutmut: list[str], work: Path, env: dict) -> list[str]:
@@ -166,7 +182,7 @@ def rerun(args, mutmut: list[str], work: Path, env: dict) -> int:
                 shutil.rmtree(dest)
                 shutil.copytree(ROOT / name, dest, ignore=shutil.ignore_patterns("__pycache__", "_executed"))
     (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)      # the tests changed: collect again
-    (work / "setup.cfg").write_text(_config())                           # today's UNIT_TESTS, new files too
+    (work / "setup.cfg").write_text(_config(args.modules))               # today's unit tests, new files too
     (work / "COMMIT").write_text(_head() + "\n")
     every = _generate(mutmut, work, env, args.budget)
     shown: dict[str, list[str]] = {}
@@ -242,6 +258,8 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=900, help="seconds mutmut may run in this sitting")
     ap.add_argument("--jobs", type=int, default=1, help="mutants tested at once")
     ap.add_argument("--sample", type=int, default=0, help="test this many mutants, drawn at random once (0: all)")
+    ap.add_argument("--modules", choices=sorted(SETS), default="sample",
+                    help="the modules mutated: 'sample' (the samples' ten) or 'core' (the science core, issue 96)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default=str(ROOT / "runs" / "mutmut-work"), help="kept between sittings")
     ap.add_argument("--sample-file", default=str(ROOT / "book" / "mutmut-sample.json"))
@@ -264,7 +282,7 @@ def main() -> int:
               "`mutants` extra (mutmut 3.8.1) first", file=sys.stderr)
         return 2
     work = Path(args.work)
-    _prepare(work)
+    _prepare(work, args.modules)
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(work))
     if args.rerun:
         return rerun(args, mutmut, work, env)
@@ -304,7 +322,8 @@ def main() -> int:
                           "machine": _machine()}]
     lo, hi = wilson(killed, len(tested))
     summary = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": _machine(),
-               "commit": copied[:7], "generated": len(status), "sample": len(names), "seed": args.seed,
+               "commit": copied[:7], "modules": SETS[args.modules][0], "generated": len(status),
+               "sample": len(names), "seed": args.seed,
                "tested": len(tested), "killed": killed, "score": killed / len(tested) if tested else None,
                "score_95": [lo, hi], "wall_seconds": sum(x["wall_seconds"] for x in sittings),
                "sittings": sittings, "command": " ".join(["tests/mutmut_run.py", *sys.argv[1:]]), "jobs": args.jobs,

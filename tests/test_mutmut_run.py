@@ -83,3 +83,25 @@ def test_the_third_sample_is_declared_and_shares_no_mutant_with_the_earlier_two(
     assert (s3["seed"], s3["size"]) == (20261205, 400)
     assert s3["excluded"] == ["book/mutmut-sample.json", "book/mutmut-sample-2.json"]
     assert len(set(s3["mutants"])) == 400 and not set(s3["mutants"]) & earlier
+
+
+def test_the_core_set_mutates_the_science_core_with_its_own_tests():
+    """`make mutants-core` (issue 96) mutates every module of the core and runs only test files that exist."""
+    root = Path(__file__).resolve().parents[1]
+    paths, tests = mutmut_run.SETS["core"]
+    assert {Path(p).stem for p in paths} == {"masks", "attention", "rollout", "theory", "lntheory", "lnsim", "task",
+                                             "model", "retrieval"}
+    assert all((root / p).exists() for p in [*paths, *tests])
+    cfg = mutmut_run._config("core")
+    assert all(f"    {p}\n" in cfg for p in paths) and "posbias/evaluate.py" not in cfg
+    assert "--modules core --work runs/mutmut-work-core" in (root / "Makefile").read_text()
+
+
+def test_a_work_folder_keeps_its_module_set(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "setup.cfg").write_text(mutmut_run._config("sample"))
+    (work / "SET").write_text("sample\n")
+    mutmut_run._prepare(work, "sample")                     # the same set: resumes
+    with pytest.raises(SystemExit, match="holds a run over the 'sample' modules, not 'core'"):
+        mutmut_run._prepare(work, "core")
