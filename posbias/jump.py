@@ -44,10 +44,9 @@ from . import budget as bd
 from .recompute import recomputable
 
 __all__ = ["EVERY", "SEEDS", "N_PROBE", "MOVE", "DESIGN", "PREDICTIONS", "units", "half_change", "moves_before",
-           "core_hours", "stored_result", "probes_of", "probe_at", "probe_series",
-           "judge", "ELSEWHERE", "ALSO",
-           "judge_elsewhere", "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory",
-           "attention_reading"]
+           "core_hours", "stored_result", "probes_of", "probe_at", "probe_series", "judge",
+           "ELSEWHERE", "ALSO", "DECAY4", "elsewhere", "judge_elsewhere",
+           "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory", "attention_reading"]
 
 #: Weights kept every this many iterations.
 EVERY = 25_000
@@ -114,6 +113,23 @@ def units() -> dict[str, Any]:
     for role, (label, seed) in ALSO.items():
         out[role] = dataclasses.replace(groups[label][0], seed=seed)
     return out
+
+
+#: Item 3's decay | 4 networks: the fixed-budget study's settings at depth 4, seeds 0-4, trained by
+#: ``posbias campaign wu-bias-over-training --profile budget -p configs 'decay|4' -p wide_configs 'decay|4'
+#: -p wide_seeds 0`` (final and best weights kept); the No PE | 2 network by ``posbias jump --role 'No PE|2'``.
+DECAY4: dict[str, Any] = {"configs": ["decay|4"], "wide_configs": ["decay|4"], "wide_seeds": [0]}
+
+
+def elsewhere() -> dict[str, Any]:
+    """Item 3's data as stored now: ``{"decay4": [result or None] x 5, "nope": probe_series("No PE|2"),
+    "nope_done": bool}``, the arguments of :func:`judge_elsewhere`. Never trains."""
+    from .training import snapshots
+    from .training.campaigns import lookup, units_of
+
+    us = units_of("wu-bias-over-training", "budget", DECAY4, admit=False)["decay|4"]
+    return {"decay4": [lookup(u) for u in us], "nope": probe_series("No PE|2"),
+            "nope_done": snapshots.record(units()["No PE|2"], EVERY) is not None}
 
 
 def judge_elsewhere(decay4: Sequence[Mapping[str, Any] | None], nope: Mapping[str, list],
