@@ -9,7 +9,7 @@ from typing import Any
 from . import store
 from .chapters import get_chapter
 from .provenance import code_gaps, git_state, unit_words
-from .teeth import SAMPLES, STANDINGS, TEETH_PATH, read_teeth, sample_runs, sampled_by_chapter
+from .teeth import SAMPLES, STANDINGS, TEETH_PATH, core_result, read_teeth, sample_runs, sampled_by_chapter
 
 __all__ = ["BOOK_URL", "SHORT", "chapter_url", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown",
            "status_page", "code_gaps_section", "citation_page"]
@@ -126,6 +126,9 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
         detail += [f"- `make {t}` (seed {r['seed']}, {r['date']}, sources and tests of {r['commit']}): "
                    f"{r['killed']} of {r['tested']}, {r['score']:.3f} ({r['score_95'][0]:.3f} to "
                    f"{r['score_95'][1]:.3f})" for t, r in runs] + [""]
+        detail += ["Beside the samples, the science core tested whole (`make mutants-core`: every mutant of masks, "
+                   "attention, rollout, theory, lntheory, lnsim, task, model and retrieval, no sample): "
+                   f"{core_result()}.", ""]
         if chapters:
             detail += [f"Under each chapter below, from `make {chapters}`: the sampled mutants its smoke run reaches "
                        "and those of them the whole test let live, with what became of them since (a kill is the "

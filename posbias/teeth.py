@@ -9,7 +9,8 @@ from typing import Any, Iterable
 
 from .provenance import ROOT
 
-__all__ = ["TEETH_PATH", "SAMPLES", "read_teeth", "mutmut_frame", "sample_result", "sample_runs"]
+__all__ = ["TEETH_PATH", "SAMPLES", "CORE_RUN", "read_teeth", "mutmut_frame", "sample_result", "sample_runs",
+           "core_result"]
 
 TEETH_PATH = ROOT / "book" / "teeth.json"
 
@@ -17,6 +18,8 @@ TEETH_PATH = ROOT / "book" / "teeth.json"
 # no earlier one drew): make target -> committed result in book/.
 SAMPLES: dict[str, str] = {"mutants": "mutmut-400.json", "mutants-2": "mutmut-2.json",
                            "mutants-3": "mutmut-3.json", "mutants-4": "mutmut-4.json"}
+#: ``make mutants-core``'s run (issue 96): every mutant of the science core, no sample, committed in book/.
+CORE_RUN = "mutmut-core.json"
 
 
 def read_teeth(path: Path = TEETH_PATH) -> dict[str, Any] | None:
@@ -126,3 +129,27 @@ def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[s
         lived = [status[n] for n in names if n in status]
         out[chapter] = {"reached": len(names), "survived": len(lived), **standing_counts(lived)}
     return summary, out
+
+
+def core_result(path: Path | None = None, shown: str = f"book/{CORE_RUN}") -> str:
+    """``make mutants-core``'s run in one sentence (the Status page and the reproduction notes print it): while
+    unfinished, how many of the core's mutants it has tested and its count so far, its survivors unread; once
+    every mutant is tested, the score with its 95% interval and what became of each survivor. "not run yet"
+    when ``path`` (default ``book/mutmut-core.json``) is absent."""
+    path = path or TEETH_PATH.with_name(CORE_RUN)
+    got = mutmut_frame(path)
+    if got is None:
+        return f"not run yet (`{shown}` is absent)"
+    m, s = got
+    where = (f"{len(m.get('sittings', []))} sitting(s), {m['wall_seconds']:,} s on {m.get('jobs', 1)} core(s), "
+             f"{m['machine']}, sources and tests of {m['commit']}")
+    if m["tested"] < m["generated"]:
+        rate = f", {m['killed'] / m['tested']:.3f} of those" if m["tested"] else ""
+        return (f"{m['tested']:,} of the core's {m['generated']:,} mutants tested so far ({where}): {m['killed']:,} "
+                f"killed{rate}; the run is not finished, and its survivors are not read until it is (`{shown}`)")
+    n = standing_counts(s["status"])
+    return (f"all {m['generated']:,} of the core's mutants tested ({where}): {m['killed']:,} killed, a score of "
+            f"{m['score']:.3f} with a 95% interval of " + "{:.3f} to {:.3f}".format(*m["score_95"])
+            + f". Of its {len(s)} survivors, triaged after the run, {n['unit']} are killed since by new tests "
+            f"(each confirmed by mutmut run again), {n['equivalent']} argued equivalent and {n['open']} not "
+            f"explained (`{shown}`)")

@@ -117,3 +117,25 @@ def test_standing_counts_reads_each_status_by_its_start():
                 "not explained: mutmut, run again, says survived (expected tests/t.py::c to kill it)", "other"]
     assert standing_counts(statuses) == {"unit": 2, "equivalent": 1, "removed": 1, "open": 2}
     assert list(standing_counts([])) == ["unit", "equivalent", "removed", "open"]
+
+
+def test_core_result_says_how_far_an_unfinished_run_is_and_scores_a_finished_one(tmp_path):
+    """`make mutants-core`'s sentence: unfinished, how many tested and killed so far (no score, survivors
+    unread); finished, the score, its interval and the triage; absent, not run yet."""
+    from posbias.teeth import core_result
+
+    run = {"date": "d", "machine": "m", "commit": "c", "generated": 5154, "tested": 1200, "killed": 1000,
+           "score": 1000 / 1200, "score_95": [0.81, 0.85], "wall_seconds": 4000, "jobs": 1,
+           "sittings": [{"wall_seconds": 4000}], "survivors": {"m9": DIFF}}
+    path = tmp_path / "core.json"
+    path.write_text(json.dumps(run))
+    text = core_result(path, "x")
+    assert text.startswith("1,200 of the core's 5,154 mutants tested so far (1 sitting(s), 4,000 s on 1 core(s)")
+    assert "1,000 killed, 0.833 of those; the run is not finished" in text and "survivors, triaged" not in text
+    path.write_text(json.dumps({**run, "tested": 5154, "killed": 5000, "score": 5000 / 5154,
+                                "equivalent": {"m9": "same numbers"}}))
+    done = core_result(path, "x")
+    assert done.startswith("all 5,154 of the core's mutants tested") and "a score of 0.970 with a 95% interval of " \
+        "0.810 to 0.850. Of its 1 survivors, triaged after the run, 0 are killed since by new tests" in done
+    assert "1 argued equivalent and 0 not explained" in done
+    assert core_result(tmp_path / "none.json", shown="b") == "not run yet (`b` is absent)"
