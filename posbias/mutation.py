@@ -58,9 +58,12 @@ def patched(target: str, replacement: Any) -> Iterator[None]:
     """Replace ``posbias.mod.name`` by ``replacement`` in ``mod`` and in every loaded ``posbias``
     module that bound the same object by ``from mod import name``; restored on exit, also in a module
     first imported meanwhile that bound the replacement."""
+    from . import store
+
     mod_name, name = target.rsplit(".", 1)
     mod = importlib.import_module(mod_name)
     original = getattr(mod, name)
+    store.changed()                  # readings memoised on the stored data are made again under the mutant
     touched = []
     for m in list(sys.modules.values()):
         if m is not None and getattr(m, "__name__", "").startswith("posbias") and getattr(m, name, None) is original:
@@ -69,6 +72,7 @@ def patched(target: str, replacement: Any) -> Iterator[None]:
     try:
         yield
     finally:
+        store.changed()
         for m in touched:
             setattr(m, name, original)
         late = [m for m in list(sys.modules.values())      # imported during the execution, bound to the mutant

@@ -388,10 +388,14 @@ def build(profile: str = "paper") -> Scoreboard:
     committed data and the user cache, nothing trains."""
     judged = claims.judge_register(profile)
 
+    groups_of: dict[tuple[str, str], dict[str, list]] = {}
+
     def needed(entries, prof: str) -> list[Any]:
         out: dict[str, Any] = {}
         for e in entries:
-            groups = units_of(e.campaign, prof, {})
+            if (e.campaign, prof) not in groups_of:
+                groups_of[e.campaign, prof] = units_of(e.campaign, prof, {})
+            groups = groups_of[e.campaign, prof]
             for c in e.configs:
                 for u in groups[c]:
                     out[json.dumps(u.params(), sort_keys=True)] = u

@@ -39,7 +39,8 @@ from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, sh
 __all__ = ["DATA", "MANIFEST", "DataError", "WriteError", "write_error", "cache_dir", "key_of", "cached",
            "checkpoint_dir", "atomic_write", "atomic_write_text", "umask", "new_file_mode", "to_jsonable",
            "load_manifest", "update_manifest", "locked", "READ_HOOKS", "on_read", "lookup", "lookup_record",
-           "result_name", "is_stored", "usable_entry", "file_hash", "result_hash", "shown_path", "CACHE_PREFIX"]
+           "result_name", "is_stored", "usable_entry", "file_hash", "result_hash", "shown_path", "CACHE_PREFIX",
+           "changed", "data_version"]
 
 DATA = ROOT / "data"
 MANIFEST = DATA / "manifest.json"
@@ -85,6 +86,22 @@ class _Recording:
 
 def cache_dir() -> Path:
     return Path(os.environ.get("POSBIAS_CACHE") or Path.home() / ".cache" / "posbias")
+
+
+_GENERATION = [0]
+
+
+def changed() -> None:
+    """Note that what a reading of the stored data would give may have changed in this process (a record
+    written, the manifest updated, the library patched by the mutation suite): readings memoised on
+    :func:`data_version` are made again."""
+    _GENERATION[0] += 1
+
+
+def data_version() -> tuple:
+    """What a reading of the stored data depends on in this process: the manifest's version, the user cache
+    in use and the count of :func:`changed`. A reading memoised under one value is valid while it lasts."""
+    return (_stat_key(MANIFEST) if MANIFEST.exists() else None, str(cache_dir()), _GENERATION[0])
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -261,6 +278,10 @@ def _sidecar(path: Path) -> Path:
 
 
 _WARNED: set[tuple] = set()
+#: Versions of stored records whose embedded result hash has been verified in this process: ``(path, size,
+#: mtime)`` with the hash that vouches for the file (the manifest's, or the one stored beside a cache entry).
+#: A record is verified once per process and version; every read still parses the file afresh.
+_VERIFIED: set[tuple] = set()
 
 
 def _check_entry(path: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -271,9 +292,11 @@ def _check_entry(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         expected = side.read_text().strip() if side.exists() else None
         if expected is not None and file_hash(path) != expected:
             return None, "SHA-256 differs from the hash stored with it"
+        version = (_stat_key(path), expected)
         rec = json.loads(path.read_text())
-        if result_hash(rec["result"]) != rec["result_sha256"]:
+        if version not in _VERIFIED and result_hash(rec["result"]) != rec["result_sha256"]:
             raise ValueError("embedded result hash mismatch")
+        _VERIFIED.add(version)
     except (ValueError, KeyError, TypeError) as e:
         return None, f"damaged or edited result ({type(e).__name__}: {str(e)[:120]})"
     except FileNotFoundError:
@@ -317,13 +340,15 @@ def _read_committed(name: str) -> dict[str, Any] | None:
     if file_hash(path) != listed:
         raise DataError(f"data/{name}: SHA-256 differs from data/manifest.json (the file was altered or "
                         f"truncated); {_fix(name)}")
+    version = (_stat_key(path), listed)
     try:
         rec = json.loads(path.read_text())
-        ok = result_hash(rec["result"]) == rec["result_sha256"]
+        ok = version in _VERIFIED or result_hash(rec["result"]) == rec["result_sha256"]
     except (ValueError, KeyError, TypeError):
         ok = False
     if not ok:
         raise DataError(f"data/{name}: damaged record (its embedded result hash does not match); {_fix(name)}")
+    _VERIFIED.add(version)
     return rec
 
 
@@ -333,6 +358,7 @@ def _write_cache_entry(path: Path, rec: dict[str, Any]) -> None:
     _sidecar(path).unlink(missing_ok=True)
     atomic_write_text(path, json.dumps(rec, indent=None, sort_keys=True, separators=(",", ":")) + "\n")
     atomic_write_text(_sidecar(path), file_hash(path) + "\n")
+    changed()
 
 
 #: How a page names a file of the user cache: relative to the cache, never by the machine's path.
@@ -478,6 +504,7 @@ def update_manifest(changes: dict[str, str | None]) -> None:
             else:
                 manifest[name] = file_hash
         atomic_write_text(MANIFEST, json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")
+    changed()
 
 
 def checkpoint_dir(experiment: str, params: dict[str, Any], version: int | str = 1, *, create: bool = True) -> Path:

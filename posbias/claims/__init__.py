@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from .. import stats
+from .. import stats, store
 from ..retrieval import readable, standing
 from .quantities import QUANTITIES, Measure
 
@@ -120,13 +120,23 @@ def quotes_missing(reg: Register, paper_text: str) -> list[str]:
     return [e.id for e in reg.entries if normalise(e.quote) not in normalise(paper_text)]
 
 
-def _measurement_key(e: Entry) -> str:
+def _paper_units(campaign: str, known: dict[str, dict[str, list]] | None = None) -> dict[str, list]:
+    """``campaign``'s paper-profile units by configuration, computed once per :func:`load` (``known``)."""
+    from ..training.campaigns import units_of
+
+    if known is None:
+        return units_of(campaign, "paper", {})
+    if campaign not in known:
+        known[campaign] = units_of(campaign, "paper", {})      # the paper's configurations
+    return known[campaign]
+
+
+def _measurement_key(e: Entry, known: dict[str, dict[str, list]] | None = None) -> str:
     """What an entry measures, independent of how its campaign names things: the quantity, and its
     args with every configuration label replaced by the store keys of its paper-profile units."""
-    from ..training.campaigns import units_of
     from ..training.units import unit_key
 
-    groups = units_of(e.campaign, "paper", {})      # the paper's configurations
+    groups = _paper_units(e.campaign, known)
     missing = [c for c in e.configs if c not in groups]
     if missing:
         raise ValueError(f"claim {e.id}: configurations {missing} are not in campaign {e.campaign!r}; it has "
@@ -141,11 +151,9 @@ def _measurement_key(e: Entry) -> str:
                        sorted(unit_key(u) for c in e.configs for u in groups[c])], sort_keys=True)
 
 
-def _check_setting(e: Entry) -> None:
+def _check_setting(e: Entry, known: dict[str, dict[str, list]] | None = None) -> None:
     """The descriptive fields of a setting agree with the units of its configurations."""
-    from ..training.campaigns import units_of
-
-    groups = units_of(e.campaign, "paper", {})      # the paper's configurations
+    groups = _paper_units(e.campaign, known)
     for c in e.configs:
         u = groups[c][0]
         if u.config.residual != e.setting["residual"]:
@@ -176,6 +184,7 @@ def load(path: Path | str = REGISTER, *, text: str | None = None) -> Register:
                    float(j["shortcut"]["margin"]),
                    (float(j["absent"]["margin"]), float(j["absent"]["level"])) if "absent" in j else None)
     entries, seen_ids, seen_quantities = [], set(), {}
+    known: dict[str, dict[str, list]] = {}             # each campaign's units, computed once per load
     for item in raw["claims"]:
         unknown = set(item) - {f.name for f in dataclasses.fields(Entry)}
         if unknown:
@@ -208,8 +217,8 @@ def load(path: Path | str = REGISTER, *, text: str | None = None) -> Register:
                 raise ValueError(f"claim {e.id}: {q} takes {sorted(params)}, got {sorted(args)}")
         if e.guard and not e.excludes:
             raise ValueError(f"claim {e.id}: a guard needs 'excludes', saying what it rules out")
-        key = _measurement_key(e)          # first: it names a configuration the campaign lacks
-        _check_setting(e)
+        key = _measurement_key(e, known)   # first: it names a configuration the campaign lacks
+        _check_setting(e, known)
         if key in seen_quantities:
             raise ValueError(f"claims {seen_quantities[key]} and {e.id}: the same quantity ({e.quantity}) on the "
                              "same units; one measurement is one claim")
@@ -448,14 +457,24 @@ def _rising(units: list[dict]) -> bool:
     return rising(units, int(units[0]["params"]["n_test"]))
 
 
+_JUDGED: dict[tuple, list[Judged]] = {}
+
+
 def judge_register(profile: str = "paper") -> list[Judged]:
     """Every entry of the register judged on the stored units of ``profile`` (committed data and the
-    user cache; nothing trains), Holm over the whole register: the book's headline."""
+    user cache; nothing trains), Holm over the whole register: the book's headline. Judged once per
+    process and version of the stored data (:func:`posbias.store.data_version`); each call gets its own copy."""
+    import copy
+
     from ..training.campaigns import stored_campaign
 
-    reg = register()
-    units = {c: stored_campaign(c, profile) for c in dict.fromkeys(e.campaign for e in reg.entries)}
-    return judge(reg.entries, units)
+    key = (profile, store.data_version())
+    if key not in _JUDGED:
+        reg = register()
+        units = {c: stored_campaign(c, profile) for c in dict.fromkeys(e.campaign for e in reg.entries)}
+        _JUDGED.clear()
+        _JUDGED[key] = judge(reg.entries, units)
+    return copy.deepcopy(_JUDGED[key])
 
 
 def counts(judged: Sequence[Judged], holm: bool = True) -> dict[str, int]:

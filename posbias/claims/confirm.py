@@ -67,11 +67,18 @@ class Frozen:
     seen: dict[str, tuple[int, ...]]
 
     def register(self) -> Register:
-        return load(text=self.text)
+        """The frozen register, loaded and validated once per process (its text never changes: its SHA-256)."""
+        if self.sha256 not in _LOADED:
+            _LOADED[self.sha256] = load(text=self.text)
+        return _LOADED[self.sha256]
 
     def partly_seen(self, entry: Entry) -> list[str]:
         """The configurations of ``entry`` whose confirmation networks were read before the freeze."""
         return [c for c in entry.configs if f"{entry.campaign} {c}" in self.seen]
+
+
+#: Frozen registers loaded in this process, by the SHA-256 of their text.
+_LOADED: dict[str, Register] = {}
 
 
 def _sha(text: str) -> str:
