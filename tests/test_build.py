@@ -65,3 +65,16 @@ def test_each_chapter_gets_a_short_address_that_redirects_to_its_page(tmp_path):
     assert chapter_url("wu-fig-2").endswith("/c/wu-fig-2.html")
     with pytest.raises(FileNotFoundError, match=r"no built page for chapter\(s\) wu-fig-3"):
         write_redirects(["wu-fig-3"], tmp_path)
+
+
+def test_every_chapter_is_in_the_table_of_contents_and_every_entry_is_a_chapter_or_page():
+    """A notebook missing from _toc.yml would silently leave the book (issue 97): the toc's chapters are exactly
+    the notebooks, and every other toc entry is a page in book/ or one `posbias build` generates."""
+    from posbias.build import GENERATED, toc_chapters, toc_files
+    from posbias.chapters import chapter_ids
+
+    chapters = toc_chapters()
+    assert sorted(chapters) == chapter_ids() and len(chapters) == len(set(chapters))
+    generated = {f"book/_executed/{g}" for g in GENERATED}
+    pages = [f for f in toc_files() if not f.startswith("book/_executed/") or f in generated]
+    assert all(f in generated or (ROOT / f"{f}.md").exists() for f in pages), pages
