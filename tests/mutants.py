@@ -11,6 +11,7 @@ kills which mutant; the Status page reads it.
 from __future__ import annotations
 
 import mutant_wrongs as w
+import mutant_wrongs_closed as wc
 
 from posbias.mutation import Mutant
 
@@ -165,6 +166,52 @@ MUTANTS: list[Mutant] = [
            "random slot's", w.copy_slot_as_random, ("wu-what-networks-learned",)),
     Mutant("ic-sets-without-copy", "posbias.task.ic_test_set", "IC test sets without the planted copy of the "
            "correct item", w.ic_sets_without_copy, ("wu-what-networks-learned",)),
+    # closed forms a page shows (issue 96)
+    # wu-thm-4-1
+    Mutant("logit-bound-doubled", f"{A}.random_attention_stack", "logit bound 2 C^2/sqrt(d) (twice A1-A2's)",
+           wc.logit_bound_doubled, ("wu-thm-4-1", "wu-thm-4-5")),
+    Mutant("logit-bound-halved", f"{A}.random_attention_stack", "logit bound C^2/(2 sqrt(d)) (half A1-A2's)",
+           wc.logit_bound_halved, ("wu-thm-4-1", "wu-thm-4-5")),
+    Mutant("center-reversed-causal", f"{M}.center_nodes", "center nodes: the tokens that reach every token",
+           w.center_reversed, ("wu-thm-4-1",)),
+    # wu-thm-4-3
+    Mutant("attention-no-sqrt-d", f"{A}.attention_weights", "logits q k^T without the 1/sqrt(d)",
+           wc.attention_no_sqrt_d, ("wu-thm-4-3",)),
+    Mutant("prefix-one-ahead", f"{M}.prefix_mask", "prefix tokens see one position ahead, not the whole prefix",
+           wc.prefix_one_ahead, ("wu-thm-4-3",)),
+    # wu-thm-4-5
+    Mutant("stirling-returns-kappa", f"{T}.decay_critical_distance_stirling", "Stirling root (L-1)/(e^m-1) - 1 "
+           "(kappa, not kappa + 1)", wc.stirling_returns_kappa, ("wu-thm-4-5",)),
+    # wu-thm-4-7
+    Mutant("slowest-angle-one-past", f"{T}.rope_slowest_angle", "slowest angle 1/base: pair d/2, one past the last",
+           wc.slowest_angle_one_past, ("wu-thm-4-7",)),
+    Mutant("kstar-depth-plus-one", f"{T}.decay_critical_distance", "decay k* of L + 1 layers",
+           wc.kstar_depth_plus_one, ("wu-thm-4-7",)),
+    # kim-thm-1 (issue 96 item 3: closed-form numbers asserted)
+    Mutant("thm1-layer2-float32", f"{L}.layer2_scores", "layer-2 closed form evaluated in single precision",
+           wc.layer2_float32, ("kim-thm-1",)),
+    Mutant("thm1-paper-weights-lognormal", f"{L}.layer1_log_weights", "the paper's weights (finite_d=False) "
+           "given the log-normal factor: D_j built from our mean weights", wc.paper_weights_lognormal, ("kim-thm-1",)),
+    Mutant("sketch-linear", f"{L}.uniform_sketch", "uniform-averaging sketch with cosines j/i, not sqrt(j/i)",
+           wc.sketch_linear, ("kim-thm-1",)),
+    # kim-prop-2
+    Mutant("residual-sigma-isotropic", f"{L}.layer2_scores", "residual sigma 1/sqrt(d): the anisotropy's "
+           "(1 - alpha) dropped", wc.residual_sigma_isotropic, ("kim-prop-2",)),
+    Mutant("prop2-paper-weights-lognormal", f"{L}.layer1_log_weights", "the paper's weights (finite_d=False) "
+           "given the log-normal factor", wc.paper_weights_lognormal, ("kim-prop-2",)),
+    # kim-fig-1
+    Mutant("fig1-slope-factor-sign", f"{L}.alpha0_slope_factor", "next-order factor 1 - 1/sqrt(d) + 2/d",
+           w.slope_factor_sign, ("kim-fig-1",)),
+    # kim-fig-2
+    Mutant("gram-without-fisher", f"{L}.layer2_scores", "layer-2 closed form with the Gram matrix's r = alpha, "
+           "the Fisher mean E r dropped", wc.gram_without_fisher, ("kim-fig-2",)),
+    Mutant("lognormal-weight-full-var", f"{L}.layer1_log_weights", "layer-1 weight e^{m + v} instead of the "
+           "log-normal mean e^{m + v/2}", wc.lognormal_weight_full_var, ("kim-fig-2",)),
+    Mutant("lognormal-var-unsquared", f"{L}.layer1_offdiag_moments", "log-normal variance 1 - alpha^2, not "
+           "(1 - alpha^2)^2", wc.lognormal_var_unsquared, ("kim-fig-2",)),
+    # kim-beyond-rope
+    Mutant("noln-variance-no-shared", f"{L}.noln_score_variance", "score variance over keys 1/d^2: the query's "
+           "shared l u dropped", wc.noln_variance_no_shared, ("kim-beyond-rope",)),
 ]
 
 BY_ID = {m.id: m for m in MUTANTS}

@@ -229,6 +229,61 @@ def _residual_flag_dropped(rec):
     return rec
 
 
+# closed forms a page shows (issue 96): each asserted by a check against an independent value
+def _uniform_over_one_more(orig):
+    def uniform_sink_alpha(mask):
+        from posbias.evaluate import sink_alpha
+
+        m = mask.to(torch.float64)
+        return sink_alpha(m / (m.sum(-1, keepdim=True) + 1), mask)   # each row spread over one key more than it sees
+    return uniform_sink_alpha
+
+
+def _trend_per_token(orig):
+    return lambda sizes: orig(sizes) / (max(sizes) - min(sizes))  # a slope per token, not the change
+
+
+def _uniform_share_one_token_more(orig):
+    return lambda n: orig(n + 1)  # H_(n+1) / (n + 1): a token that is not there
+
+
+def _kv_bytes_keys_only(orig):
+    def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_number=2):
+        return layers * kv_heads * head_dim * bytes_per_number        # the keys only: the values forgotten
+    return kv_bytes_per_token
+
+
+def _kv_shape_query_heads(orig):
+    return {**orig, "kv_heads": 9}                                    # the 9 query heads, not the 3 key/value heads
+
+
+def _copy_random_without_chance(orig):
+    def closed_forms(*args, **kwargs):
+        from posbias.task import TaskConfig
+
+        cfg = args[0] if args else kwargs.get("config", TaskConfig())
+        out = orig(*args, **kwargs)
+        out["ic"]["copy_random"] = cfg.burstiness / cfg.n_items      # a label equal to the query's by chance left out
+        return out
+    return closed_forms
+
+
+def _sweep_ceiling_over_n_plus_one(orig):
+    def closed_forms(*args, **kwargs):
+        from posbias.task import TaskConfig
+
+        n = (args[0] if args else kwargs.get("config", TaskConfig())).n_items
+        out = orig(*args, **kwargs)
+        for k in ("ignore_best", "dup_vote"):
+            out["sweep"][k] *= n / (n + 1)                            # E[largest label count] / (N + 1)
+        return out
+    return closed_forms
+
+
+def _uniform_share_over_n_plus_one(orig):
+    return lambda n: orig(n) * n / (n + 1)                           # H_n / (n + 1): one token too many shared over
+
+
 E, C, MD, LL = "posbias.evaluate", "posbias.convergence", "posbias.model", "posbias.llm"
 TRAINED = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5", "wu-fig-6", "wu-residual-depth")
 GAPS = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-residual-depth")
@@ -296,4 +351,23 @@ TRAINED_MUTANTS: list[Mutant] = [
            "connection", _record_edit(_residual_flag_dropped), ("wu-fig-5", "wu-residual-depth")),
     Mutant("record-full-reads-causal", "posbias.training.campaigns.lookup", "records keyed without the mask: a "
            "full-mask network is read from the causal network's record", _full_reads_causal, ("wu-fig-3",)),
+    # closed forms a page shows (issue 96)
+    Mutant("uniform-alpha-one-more-key", f"{E}.uniform_sink_alpha", "uniform attention spread over one key more "
+           "than each query sees", _uniform_over_one_more, ("wu-fig-6", "sinks-synthetic-vs-real")),
+    Mutant("trend-per-token", "posbias.claims.quantities._trend_weights", "the least-squares trend over the mask "
+           "sizes as a slope per token, not its change over the range", _trend_per_token, ("wu-fig-6",)),
+    Mutant("retrieval-copy-random-no-chance", "posbias.retrieval.closed_forms", "copying a random context label "
+           "scored B/N, without the chance that another label equals the query's", _copy_random_without_chance,
+           ("wu-fig-2",)),
+    Mutant("retrieval-sweep-ceiling-n-plus-one", "posbias.retrieval.closed_forms", "the sweep's ceiling for a "
+           "network ignoring the query as E[largest label count] / (N + 1)", _sweep_ceiling_over_n_plus_one,
+           ("wu-fig-2",)),
+    Mutant("uniform-share-one-token-more", f"{LL}.tables.uniform_alpha_first", "token 1's uniform share over "
+           "n + 1 tokens, H_(n+1) / (n + 1)", _uniform_share_one_token_more, ("sinks-real-decoder",)),
+    Mutant("kv-bytes-keys-only", f"{LL}.tables.kv_bytes_per_token", "a cached token's bytes counting the keys "
+           "but not the values", _kv_bytes_keys_only, ("sinks-streaming",)),
+    Mutant("kv-shape-query-heads", f"{LL}.tables.SMOLLM2_KV", "SmolLM2's cache shape with its 9 query heads as "
+           "key/value heads", _kv_shape_query_heads, ("sinks-streaming",)),
+    Mutant("uniform-share-over-n-plus-one", f"{LL}.tables.uniform_alpha_first", "token 1's uniform share as "
+           "H_n / (n + 1)", _uniform_share_over_n_plus_one, ("sinks-real-decoder",)),
 ]

@@ -166,3 +166,13 @@ def test_ln_pull_allows_the_monte_carlo_error_of_a_log_normal_pull():
     assert np.all(np.abs(spread / predicted - 1) < 0.3), (spread, predicted)
     check = _beyond_rope_checks(d=1024, sims=1000, alphas=[0.0], seed=0, depth=6)["ln-pull-linear"]
     assert check["passed"] and check["value"] > 1 / math.sqrt(1024), check    # the old allowance fails here
+
+
+@pytest.mark.parametrize("chapter,name", [("kim-prop-2", "d_grid"), ("kim-prop-3", "d_grid"), ("kim-fig-1", "d_list")])
+def test_widths_where_float64_loses_the_closed_form_are_refused(chapter, name):
+    """Against a 60-digit evaluation, the closed form's layer-2 slope is off by 2e-3 at d = 4096 (alpha = 0.5) and
+    by 100% at d = 2048 (alpha = 0): the increments cancel in float64. Widths stop at 1024, and the refusal says
+    why."""
+    code, what = try_point(get_chapter(chapter), {name: [2048]}, float("inf"), execute=False)
+    assert code == 2 and "above the maximum" in what and "[4, 1024]" in what, what
+    assert "cancellation" in get_chapter(chapter).params[name].help

@@ -1,3 +1,4 @@
+"""posbias.masks: masks as graphs, hop distances, center nodes; property tests for their invariants."""
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -30,7 +30,7 @@ THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", 
           "kim-thm-1", "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "kim-beyond-rope",
           "wu-what-networks-learned"]
 TRAINED = ["wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5", "wu-fig-6", "wu-residual-depth", "wu-bias-over-training",
-           "sinks-synthetic-vs-real"]
+           "sinks-synthetic-vs-real", "sinks-real-decoder", "sinks-streaming"]
 MUTANTS = THEORY_MUTANTS + TRAINED_MUTANTS
 
 
