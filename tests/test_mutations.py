@@ -32,6 +32,16 @@ THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", 
 TRAINED = ["wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5", "wu-fig-6", "wu-residual-depth", "wu-bias-over-training",
            "sinks-synthetic-vs-real", "sinks-real-decoder", "sinks-streaming"]
 MUTANTS = THEORY_MUTANTS + TRAINED_MUTANTS
+#: Chapters with checks but no curated mutant yet, each with the reason; every chapter is in THEORY, TRAINED or
+#: here (``test_every_chapter_is_in_the_suite_or_named_outside_it``), so a new chapter cannot leave it silently.
+OUTSIDE = {
+    "lost-in-the-middle": "a known gap: its four checks read the committed SmolLM2 survey and have no curated "
+                          "mutant yet",
+    "scoreboard": "its three checks count the register's entries and settings and name its hero networks; the "
+                  "stored networks and measurements the register judges are mutated through the Figure chapters",
+    "wu-reproduction-notes": "a known gap: two checks of derived shares and two that every mutmut survivor is "
+                             "explained, which read committed run records, not library code",
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -93,6 +103,17 @@ def teeth_table() -> dict:
             "mutants": {m.id: {"target": m.target, "description": m.description, "chapters": list(m.chapters),
                                "profile": m.profile} for m in MUTANTS},
             "chapters": chapters}
+
+
+def test_every_chapter_is_in_the_suite_or_named_outside_it():
+    """The mutation suite's chapter lists are checked against the notebooks (issue 97): a chapter is in exactly
+    one of THEORY, TRAINED and OUTSIDE (with the reason it has no curated mutant)."""
+    from posbias.chapters import chapter_ids
+
+    groups = [set(THEORY), set(TRAINED), set(OUTSIDE)]
+    assert sorted(set().union(*groups)) == chapter_ids()
+    assert sum(len(g) for g in groups) == len(chapter_ids()), "a chapter in two of THEORY, TRAINED, OUTSIDE"
+    assert all(len(why) > 20 for why in OUTSIDE.values())
 
 
 def test_catalogue_covers_every_theory_chapter_three_times_and_every_trained_one_twice():
