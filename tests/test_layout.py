@@ -8,9 +8,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_module_map_lists_every_module():
     text = (ROOT / "CONTRIBUTING.md").read_text().split("## The module map", 1)[1]
-    listed = set(re.findall(r"^\| `([\w/]+)` \|", text, flags=re.M))
+    listed = set(re.findall(r"^\| `([\w/<>]+)` \|", text, flags=re.M))
     modules = {p.relative_to(ROOT / "posbias").with_suffix("").as_posix()
                for p in (ROOT / "posbias").rglob("*.py") if p.name != "__init__.py"}
+    # a trained chapter's declaration is its own (issue 97: a chapter declared once): one row covers them all
+    assert "trained/<id>" in listed
+    modules = {"trained/<id>" if m.startswith("trained/") else m for m in modules}
     # a package whose __init__ defines functions (not only re-exports) is a module of its own
     modules |= {p.parent.relative_to(ROOT / "posbias").as_posix() for p in (ROOT / "posbias").rglob("__init__.py")
                 if p.parent != ROOT / "posbias" and "\ndef " in p.read_text()}

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from conftest import IGNORE, ROOT, posbias_cmd
@@ -103,6 +104,10 @@ posbias:
     n_sink: {type: int, default: 8, min: 8, max: 64, help: "sequences for attention maps"}
   profiles:
     smoke: {seeds: [0]}
+  cost:
+    seconds: "5 + 0.01 * steps * len(seeds) * depth"
+    memory_mb: "600"
+    calibration: "a toy: a few seconds of start-up and four steps a network"
 ---
 # A toy trained chapter
 
@@ -141,14 +146,71 @@ DECLARATION = TrainedChapter(configs)
 '''
 
 
+#: The toy's two wrong versions of the library (CONTRIBUTING: a check comes with mutants that it catches).
+TOY_MUTANTS = '''
+
+def _toy_drops_decay(orig):
+    def run_chapter_campaign(chapter, params):
+        out = orig(chapter, params)
+        out.pop("decay|none", None)                              # one configuration's networks lost
+        return out
+    return run_chapter_campaign
+
+
+def _toy_last_eval_lost(orig):
+    def run_chapter_campaign(chapter, params):
+        out = orig(chapter, params)
+        for runs in out.values():
+            for r in runs:
+                r["curves"] = {k: v[:-1] for k, v in r["curves"].items()}   # the last evaluation dropped
+        return out
+    return run_chapter_campaign
+
+
+TRAINED_MUTANTS += [
+    Mutant("toy-drops-decay", "posbias.train.run_chapter_campaign", "the decay networks lost", _toy_drops_decay,
+           ("toy-trained",)),
+    Mutant("toy-last-eval-lost", "posbias.train.run_chapter_campaign", "curves without their last evaluation",
+           _toy_last_eval_lost, ("toy-trained",)),
+]
+'''
+
+
 def test_a_toy_trained_chapter_is_its_notebook_and_its_declaration(tmp_path):
-    """Adding a trained chapter touches two files: its notebook and its declaration. On a copy of the
-    repository with only those two added, `posbias campaign` trains its networks and `posbias run`
-    executes it reading them from the cache, its check passing; nothing else needs to know of it."""
+    """Adding a trained chapter as CONTRIBUTING says: its notebook (front matter with its `cost:`), its
+    declaration, its line in `_toc.yml`, and its mutants with its name in the suite. On a copy of the repository
+    with only those added, the layout, chapter, table-of-contents and mutation checks pass on it, `posbias
+    campaign` trains its networks and `posbias run` executes it reading them from the cache, its check passing;
+    nothing else needs to know of it (issue 97: the module map covers every declaration with one row)."""
     root = tmp_path / "posbias"
     shutil.copytree(ROOT, root, ignore=IGNORE)
     (root / "notebooks" / "toy-trained.md").write_text(TOY_NOTEBOOK)
     (root / "posbias" / "trained" / "toy_trained.py").write_text(TOY_DECLARATION)
+    toc = (root / "_toc.yml").read_text()
+    entry = "      - file: book/_executed/wu-residual-depth/wu-residual-depth\n"
+    assert entry in toc
+    (root / "_toc.yml").write_text(toc.replace(entry, entry + "      - file: book/_executed/toy-trained/toy-trained\n"))
+    with open(root / "tests" / "mutants_trained.py", "a") as f:
+        f.write(TOY_MUTANTS)
+    suite = (root / "tests" / "test_mutations.py").read_text()
+    assert '"sinks-real-decoder", "sinks-streaming"]' in suite
+    (root / "tests" / "test_mutations.py").write_text(
+        suite.replace('"sinks-real-decoder", "sinks-streaming"]', '"sinks-real-decoder", "sinks-streaming", '
+                      '"toy-trained"]', 1))
+    checks = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_layout.py",
+         "tests/test_build.py::test_every_chapter_is_in_the_table_of_contents_and_every_entry_is_a_chapter_or_page",
+         "tests/test_chapters.py", "-k",
+         "toy-trained or module or job or table_of_contents or suite_or_named or catalogue",
+         "tests/test_mutations.py::test_every_chapter_is_in_the_suite_or_named_outside_it",
+         "tests/test_mutations.py::test_catalogue_covers_every_theory_chapter_three_times_and_every_trained_one_twice",
+         "tests/test_mutations.py::test_every_mutant_fails_a_check[toy-trained]"],
+        cwd=root, env=dict(os.environ, PYTHONPATH=str(root), POSBIAS_CACHE=str(tmp_path / "checks-cache")),
+        capture_output=True, text=True)
+    assert checks.returncode == 0, checks.stdout[-3000:]
+    import re
+    passed = int(re.search(r"(\d+) passed", checks.stdout).group(1))
+    assert passed >= 2 + 1 + 3 + 5, checks.stdout[-1000:]      # layout, toc, mutations, the chapter's own checks
     cache = tmp_path / "cache"
     env = dict(os.environ, PYTHONPATH=str(root), POSBIAS_CACHE=str(cache), POSBIAS_GIT_COMMIT="test")
 
