@@ -159,6 +159,16 @@ def _generate(mutmut: list[str], work: Path, env: dict, budget: int) -> list[str
     return sorted(_statuses(mutmut, work, env))
 
 
+def moved_name(name: str, moves: list[str] | None) -> str:
+    """A mutant's name after its module moved: ``moves`` holds ``OLD=NEW`` module paths (``--moved
+    posbias.theory=posbias.science.theory``); the longest OLD that is the name's whole module path wins."""
+    hits = [m.split("=", 1) for m in moves or [] if name.startswith(m.split("=", 1)[0] + ".")]
+    if not hits:
+        return name
+    old, new = max(hits, key=lambda h: len(h[0]))
+    return new + name[len(old):]
+
+
 def _change(diff: str) -> list[str]:
     """A mutant's changed lines (``mutmut show``), stripped: what it is, whatever its number."""
     return [ln[0] + ln[1:].strip() for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
@@ -195,7 +205,8 @@ def rerun(args, mutmut: list[str], work: Path, env: dict) -> int:
 
     found: dict[str, str | None] = {}
     for old in asked:
-        want, func = _change(triage["survivors"][old]), old.rsplit("__mutmut_", 1)[0] + "__mutmut_"
+        want = _change(triage["survivors"][old])
+        func = moved_name(old, args.moved).rsplit("__mutmut_", 1)[0] + "__mutmut_"
         same = [old] if old in every and change(old) == want else []
         found[old] = (same or [n for n in every if n.startswith(func) and change(n) == want] or [None])[0]
     todo = sorted({n for n in found.values() if n})
@@ -268,12 +279,17 @@ def main() -> int:
                     help="a sample file whose mutants the draw leaves out (a later sample; repeatable)")
     ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
     ap.add_argument("--rerun", nargs="+", metavar="MUTANT", help="test these survivors again on today's code")
+    ap.add_argument("--moved", action="append", metavar="OLD=NEW", default=[],
+                    help="--rerun: a module that moved since the run, e.g. posbias.theory=posbias.science.theory "
+                         "(repeatable): its survivors are found under the new name by their change")
     ap.add_argument("--reach", action="store_true", help="record which sampled mutants each chapter reaches")
     ap.add_argument("--triage", default=str(ROOT / "book" / "mutmut-400.json"),
                     help="the committed run whose survivors --rerun names; its verdicts are appended there")
     args = ap.parse_args()
     if args.sample < 0 or args.jobs < 1 or args.budget < 1:
         ap.error("--sample must be >= 0, --jobs >= 1 and --budget >= 1 (seconds)")
+    if any(m.count("=") != 1 or not all(m.split("=")) for m in args.moved):
+        ap.error("--moved takes OLD=NEW module paths, e.g. posbias.theory=posbias.science.theory")
     if args.draw_only and not args.sample:
         ap.error("--draw-only draws a sample: give its size with --sample N (the Makefile's is 400)")
     mutmut = [str(Path(sys.executable).with_name("mutmut"))]

@@ -105,3 +105,22 @@ def test_a_work_folder_keeps_its_module_set(tmp_path):
     mutmut_run._prepare(work, "sample")                     # the same set: resumes
     with pytest.raises(SystemExit, match="holds a run over the 'sample' modules, not 'core'"):
         mutmut_run._prepare(work, "core")
+
+
+def test_a_moved_module_names_its_survivors_anew():
+    """--rerun --moved OLD=NEW: a survivor of a module that moved since the run is looked for under its new
+    module path (the longest matching path wins; a module whose name only starts the same is not moved)."""
+    moves = ["posbias.theory=posbias.science.theory", "posbias=posbias_old", "posbias.claims=posbias.analysis.claims"]
+    assert mutmut_run.moved_name("posbias.theory.x_f__mutmut_3", moves) == "posbias.science.theory.x_f__mutmut_3"
+    assert mutmut_run.moved_name("posbias.theoryx.x_f__mutmut_3", moves[:1]) == "posbias.theoryx.x_f__mutmut_3"
+    assert mutmut_run.moved_name("posbias.claims.quantities.x_g__mutmut_1", moves) == \
+        "posbias.analysis.claims.quantities.x_g__mutmut_1"
+    assert mutmut_run.moved_name("posbias.masks.x_h__mutmut_2", moves[:1]) == "posbias.masks.x_h__mutmut_2"
+
+
+def test_a_move_without_its_new_name_is_refused(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["mutmut_run.py", "--work", str(tmp_path / "w"), "--moved", "posbias.theory"])
+    with pytest.raises(SystemExit) as e:
+        mutmut_run.main()
+    assert e.value.code == 2 and "--moved takes OLD=NEW" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
