@@ -100,7 +100,7 @@ mutants-4: install
 # (tests/mutmut_run.py's CORE and CORE_TESTS). Resumable: each `make mutants-core` goes on for MUTANTS_BUDGET
 # seconds in runs/mutmut-work-core and writes the score and every survivor to runs/mutmut-core.json, which is
 # committed as book/mutmut-core.json before any survivor is read. Time on one core: see CONTRIBUTING.
-MUTANTS_CORE := --modules core --work runs/mutmut-work-core --out runs/mutmut-core.json
+MUTANTS_CORE := --modules core --work runs/mutmut-work-core --out runs/mutmut-core.json --record book/mutmut-core.json
 mutants-core: install
 	$(PIP) -e ".[mutants]"
 	$(BIN)/python tests/mutmut_run.py $(MUTANTS_CORE) $(MUTANTS_ARGS)

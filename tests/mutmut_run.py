@@ -88,7 +88,23 @@ def _head() -> str:
         ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
 
-def _prepare(work: Path, modules: str = "sample") -> None:
+def _prepare_from_commit(work: Path, commit: str) -> None:
+    """Fill a fresh work folder with the sources and tests of ``commit`` (``git archive``): a run continued on
+    another machine tests the code its committed record was made from, not today's."""
+    work.mkdir(parents=True, exist_ok=True)
+    names = ["posbias", "notebooks", "tests", "book", "references.bib", "pyproject.toml"]
+    archive = subprocess.run(["git", "archive", commit, *names], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(work)], input=archive, check=True)
+
+
+def merged_results(committed: dict, fresh: dict) -> dict:
+    """Per mutant, the verdict of the committed record's earlier sittings, else this work folder's: a mutant
+    tested in an earlier sitting (on any machine) keeps its verdict and is not tested again."""
+    tested = {k: v for k, v in fresh.items() if v not in (None, "not checked", "skipped")}
+    return {**tested, **committed}
+
+
+def _prepare(work: Path, modules: str = "sample", commit: str | None = None) -> None:
     """Copy the sources into ``work`` (once: a later sitting keeps mutmut's state there, and tests the
     sources it copied; the commit they came from is kept in ``work/COMMIT``, the module set in ``work/SET``)."""
     if (work / "setup.cfg").exists():
@@ -98,14 +114,17 @@ def _prepare(work: Path, modules: str = "sample") -> None:
                              "own --work folder")
         return
     work.mkdir(parents=True, exist_ok=True)
-    for name in ("posbias", "notebooks", "tests", "book", "references.bib", "pyproject.toml"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "_executed"))
-        elif src.exists():
-            shutil.copy2(src, work / name)
+    if commit:                                      # continuing a committed run: its own sources and tests
+        _prepare_from_commit(work, commit)
+    else:
+        for name in ("posbias", "notebooks", "tests", "book", "references.bib", "pyproject.toml"):
+            src = ROOT / name
+            if src.is_dir():
+                shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "_executed"))
+            elif src.exists():
+                shutil.copy2(src, work / name)
     (work / "data").symlink_to(ROOT / "data")       # read-only use: results are recomputed fresh
-    (work / "COMMIT").write_text(_head() + "\n")
+    (work / "COMMIT").write_text((commit or _head()) + "\n")
     (work / "SET").write_text(modules + "\n")
     (work / "setup.cfg").write_text(_config(modules))
 
@@ -278,6 +297,8 @@ def main() -> int:
     ap.add_argument("--exclude", action="append", default=[],
                     help="a sample file whose mutants the draw leaves out (a later sample; repeatable)")
     ap.add_argument("--out", default=str(ROOT / "runs" / "mutmut.json"))
+    ap.add_argument("--record", help="a committed record of this run (every mutant's verdict): its mutants are not "
+                                     "tested again, and a fresh work folder is made from its commit")
     ap.add_argument("--rerun", nargs="+", metavar="MUTANT", help="test these survivors again on today's code")
     ap.add_argument("--moved", action="append", metavar="OLD=NEW", default=[],
                     help="--rerun: a module that moved since the run, e.g. posbias.theory=posbias.science.theory "
@@ -298,7 +319,11 @@ def main() -> int:
               "`mutants` extra (mutmut 3.8.1) first", file=sys.stderr)
         return 2
     work = Path(args.work)
-    _prepare(work, args.modules)
+    record = json.loads(Path(args.record).read_text()) if args.record and Path(args.record).exists() else None
+    if record is not None and "results" not in record:
+        raise SystemExit(f"{args.record} lists no verdict per mutant (results): it cannot be continued elsewhere")
+    _prepare(work, args.modules,
+             None if record is None or args.rerun else record.get("commit_full") or record["commit"])
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(work))
     if args.rerun:
         return rerun(args, mutmut, work, env)
@@ -310,6 +335,13 @@ def main() -> int:
         return 0
     done = _statuses(mutmut, work, env)
     todo = [n for n in names if done.get(n) in (None, "not checked")] if names else []
+    known = record["results"] if record is not None else {}
+    if known and not names:                         # the whole set, continued: only what no sitting has tested
+        every = _generate(mutmut, work, env, args.budget) if not done else sorted(done)
+        todo = [n for n in every if n not in known and done.get(n) in (None, "not checked")]
+        print(f"{len(every) - len(todo)} of {len(every)} mutants already tested; testing the rest", flush=True)
+        if not todo:
+            print("every mutant has a verdict: nothing to test", flush=True)
     print(f"{len(names) - len(todo)} of {len(names)} sampled mutants already tested; testing the rest", flush=True)
     copied = (work / "COMMIT").read_text().strip() if (work / "COMMIT").exists() else None
     drawn = json.loads(Path(args.sample_file).read_text()).get("commit") if names else None
@@ -318,7 +350,7 @@ def main() -> int:
                          f"{drawn[:12]} the sample was drawn from: its untested mutants would be tested on other "
                          "code. Finish the sample in a work folder made from its commit.")
     try:
-        if todo or not names:
+        if todo or not (names or known):
             subprocess.run([*mutmut, "run", "--max-children", str(args.jobs), *todo], cwd=work, env=env,
                            timeout=max(60, args.budget - int(time.time() - t0)))
     except subprocess.TimeoutExpired:
@@ -328,23 +360,31 @@ def main() -> int:
     scope = names or sorted(status)
     # tested: every verdict mutmut gives; a mutant no test reaches ("no tests") survives, it is not left out
     tested = {k: status[k] for k in scope if status.get(k) not in (None, "not checked", "skipped")}
+    if not names:
+        tested = merged_results(known, tested)
     killed = sum(v in ("killed", "timeout") for v in tested.values())
     survivors = sorted(k for k, v in tested.items() if v not in ("killed", "timeout"))
-    diffs = {k: subprocess.run([*mutmut, "show", k], cwd=work, env=env, capture_output=True, text=True).stdout
-             for k in survivors}
+    prev = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+    same = prev.get("commit") == copied[:7] if (copied := (work / "COMMIT").read_text().strip()
+                                                if (work / "COMMIT").exists() else "") else False
+    shown = {**(prev.get("survivors", {}) if same else {}), **(record or {}).get("survivors", {})}
+    diffs = {k: shown.get(k) or subprocess.run([*mutmut, "show", k], cwd=work, env=env, capture_output=True,
+                                               text=True).stdout for k in survivors}
     copied = (work / "COMMIT").read_text().strip() if (work / "COMMIT").exists() else "not recorded"
-    before = json.loads(Path(args.out).read_text()).get("sittings", []) if Path(args.out).exists() else []
+    before = (json.loads(Path(args.out).read_text()).get("sittings", []) if Path(args.out).exists()
+              else (record or {}).get("sittings", []))
     sittings = [*before, {"date": time.strftime("%Y-%m-%d", time.gmtime()), "wall_seconds": round(wall),
                           "machine": _machine()}]
     lo, hi = wilson(killed, len(tested))
     summary = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "machine": _machine(),
-               "commit": copied[:7], "modules": SETS[args.modules][0], "generated": len(status),
+               "commit": copied[:7], "commit_full": copied, "modules": SETS[args.modules][0],
+               "generated": max(len(status), len(tested)),
                "sample": len(names), "seed": args.seed,
                "tested": len(tested), "killed": killed, "score": killed / len(tested) if tested else None,
                "score_95": [lo, hi], "wall_seconds": sum(x["wall_seconds"] for x in sittings),
                "sittings": sittings, "command": " ".join(["tests/mutmut_run.py", *sys.argv[1:]]), "jobs": args.jobs,
                "statuses": {v: sum(x == v for x in tested.values()) for v in sorted(set(tested.values()))},
-               "survivors": diffs}
+               "survivors": diffs, **({"results": tested} if not names else {})}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "survivors"}), flush=True)

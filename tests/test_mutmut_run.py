@@ -124,3 +124,13 @@ def test_a_move_without_its_new_name_is_refused(monkeypatch, capsys, tmp_path):
         mutmut_run.main()
     assert e.value.code == 2 and "--moved takes OLD=NEW" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_a_run_continued_elsewhere_keeps_every_earlier_verdict():
+    """merged_results: a mutant the committed record has a verdict for keeps it (it is not tested again);
+    this sitting adds the verdicts of the others; unchecked and skipped mutants are not verdicts."""
+    committed = {"m.x_f__mutmut_1": "killed", "m.x_f__mutmut_2": "survived"}
+    fresh = {"m.x_f__mutmut_1": "not checked", "m.x_f__mutmut_2": "killed", "m.x_f__mutmut_3": "timeout",
+             "m.x_f__mutmut_4": "not checked", "m.x_f__mutmut_5": "skipped", "m.x_f__mutmut_6": "no tests"}
+    assert mutmut_run.merged_results(committed, fresh) == {"m.x_f__mutmut_1": "killed", "m.x_f__mutmut_2": "survived",
+                                                           "m.x_f__mutmut_3": "timeout", "m.x_f__mutmut_6": "no tests"}
