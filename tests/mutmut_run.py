@@ -388,7 +388,10 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "survivors"}), flush=True)
-    print("\n".join(survivors))
+    if names or len(tested) >= summary["generated"]:     # an unfinished whole run keeps its survivors unread
+        print("\n".join(survivors))
+    else:
+        print(f"{len(survivors)} survivors so far, not shown: the run is not finished", flush=True)
     return 0
 
 
