@@ -36,7 +36,7 @@ __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTA
            "summary_problem", "SUMMARY_PROBLEM"]
 
 # modules that register recomputations with @recompute.recomputable (importing them registers)
-_MODULES = ("posbias.lnsim", "posbias.llm", "posbias.jump")
+_MODULES = ("posbias.lnruns", "posbias.llm", "posbias.jump")
 
 #: Experiments in data/ without a registered recomputation, and why. (sinks-streaming and
 #: lost-in-the-middle are recomputed through llm.streaming_chapter and llm.retrieval_chapter.)

@@ -6,13 +6,13 @@ import os
 import shlex
 from typing import Any
 
-from . import store
+from . import report, store
 from .chapters import get_chapter
 from .provenance import code_gaps, git_state, unit_words
 from .teeth import SAMPLES, STANDINGS, TEETH_PATH, core_result, read_teeth, sample_runs, sampled_by_chapter
 
 __all__ = ["BOOK_URL", "SHORT", "chapter_url", "figure_bibtex", "figure_note", "rerun_command", "footer_markdown",
-           "status_page", "code_gaps_section", "citation_page"]
+           "footer", "status_page", "code_gaps_section", "citation_page"]
 
 BOOK_URL = os.environ.get("POSBIAS_BOOK_URL", "https://posbias.github.io/posbias")
 YEAR = "2026"
@@ -261,3 +261,16 @@ def citation_page(results: dict[str, dict[str, Any] | None]) -> str:
             lines += [f"Figure `{fig['name']}` of [{cid}](./{cid}/{cid}.ipynb):", "", "```bibtex",
                       figure_bibtex(cid, fig, res["title"]), "```", ""]
     return "\n".join(lines) + "\n"
+
+
+def footer() -> None:
+    """Show the chapter's "Re-run this chapter" box and a "Cite this figure" box per saved figure.
+
+    Call it in the last code cell of every chapter."""
+    chapter = os.environ.get("POSBIAS_CHAPTER")
+    if not chapter:
+        report.show_markdown(f"(interactive session: {report.summary()})")
+        return
+    params = json.loads(os.environ.get("POSBIAS_PARAMS", "{}"))
+    figures = report.record()["figures"]
+    report.show_markdown(footer_markdown(chapter, params, figures, os.environ.get("POSBIAS_PROFILE", "")))

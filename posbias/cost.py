@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .chapters import RULE_FUNCS, Chapter, compile_rule
+from .report import human_seconds
 
-__all__ = ["Estimate", "estimate", "available_mb", "human_seconds", "LONG_SECONDS", "network_step"]
+__all__ = ["Estimate", "estimate", "available_mb", "LONG_SECONDS", "network_step"]
 
 LONG_SECONDS = 3600.0           # above this, `posbias run` asks for --yes on a terminal
 
@@ -54,17 +55,6 @@ class Estimate:
                      f"{nets} not stored yet)" if missing else f" (all {self.units} {nets} stored)")
         return (f"about {human_seconds(self.seconds)} on one CPU core{train}, "
                 f"peak memory about {self.memory_mb:,.0f} MiB")
-
-
-def human_seconds(s: float) -> str:
-    """``45 s``, ``12 min``, ``3.4 h``, ``2.5 days``."""
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    if s < 2 * 86400:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:,.1f} days"
 
 
 def _eval(chapter: Chapter, key: str, values: dict[str, Any]) -> float:

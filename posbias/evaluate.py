@@ -15,9 +15,9 @@ import torch
 from .attention import masked_softmax
 from .model import EnsembleNet
 from .stats import seed_mean_se, t_critical, verdict
-from .task import IC_PAIRS, Task, TaskConfig, TestSet, train_batch
+from .task import IC_PAIRS, Task, TaskConfig, TestSet, accuracy, train_batch
 
-__all__ = ["accuracy", "ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps", "sink_alpha",
+__all__ = ["ic_accuracies", "gaps", "GAP_PAIRS", "sweep_accuracies", "attention_maps", "sink_alpha",
            "uniform_sink_alpha", "sink_share", "seed_mean_se", "stack", "gap_curves", "final_accuracy",
            "loss_rose", "training_sanity", "check_training", "attention_residual", "FIG2_PES", "Coverage",
            "coverage", "complete_depths", "rising", "fig2_table", "FIG3_NAMES", "fig3_name",
@@ -30,20 +30,6 @@ GAP_PAIRS = (("first", "middle"), ("first", "last"), ("middle", "last"))
 
 
 @torch.no_grad()
-def accuracy(net: EnsembleNet, tasks: list[Task], ts: TestSet, chunk: int = 1024) -> torch.Tensor:
-    """Share of ``ts`` each member classifies correctly, ``(E,)``. Each member sees the test items
-    with its own label vectors."""
-    dev = net.w_q.device
-    correct = torch.zeros(net.n_members)
-    for lo in range(0, len(ts.target), chunk):
-        sl = slice(lo, lo + chunk)
-        part = TestSet(ts.name, ts.items[sl], ts.item_labels[sl], ts.query[sl], ts.target[sl])
-        x = torch.stack([part.tokens(t.label_vectors) for t in tasks]).to(dev)
-        pred = net(x).argmax(-1).cpu()
-        correct += (pred == part.target).float().sum(1)
-    return correct / len(ts.target)
-
-
 def ic_accuracies(net: EnsembleNet, tasks: list[Task], sets: dict[str, TestSet]) -> dict[str, torch.Tensor]:
     """Accuracy ``(E,)`` on each named test set."""
     return {name: accuracy(net, tasks, ts) for name, ts in sets.items()}

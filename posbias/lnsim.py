@@ -16,15 +16,12 @@ there is re-exported here, so ``lnsim.layer2_scores`` keeps working.
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from posbias import report, store
-from posbias.recompute import recomputable
 from posbias.attention import apply_rope, decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
 from posbias.lntheory import (  # noqa: F401 - re-exported: lnsim.X names the closed forms too
@@ -59,7 +56,6 @@ from posbias.rollout import rollout
 
 __all__ = [
     "LN_EPS",
-    "check_layer1_moments",
     "SimResult",
     "anisotropy_level",
     "alpha_to_l",
@@ -87,14 +83,10 @@ __all__ = [
     "layer2_slope",
     "alpha0_slope_factor",
     "expansion_parameter",
-    "simulate_record",
-    "cached_simulate",
-    "plot_score_map",
     "noln_mean_field",
     "compare_increments",
     "rope_layer1_scores",
     "mean_field_excess",
-    "score_map_grid",
     "last_row_increments",
 ]
 
@@ -275,80 +267,6 @@ def recency_probability(scores: torch.Tensor | np.ndarray) -> torch.Tensor:
     return (s[..., i, k] > s[..., i, j]).to(torch.float64).mean(dim=-1)
 
 
-@recomputable("kim-sim", atol=0.0,
-                    tolerance_note="float64 on one thread with fixed random blocks; bit-identical on 1 and 2 threads",
-                    other_cpu_atol=1e-12,
-                    other_cpu_note=("float64 roundings of another CPU's kernels: the cheapest record recomputed on "
-                                    "a second CPU differed by at most 3.6e-15"))
-def simulate_record(params: dict) -> dict:
-    """The stored result of experiment ``kim-sim`` for ``params`` (the full keyword set of :func:`simulate`).
-
-    The compute of :func:`cached_simulate`, and what ``posbias check-data`` re-runs: one torch thread.
-    """
-    torch.set_num_threads(1)
-    return simulate(**params).to_dict()
-
-
-def _sim_defaults() -> dict:
-    """:func:`simulate`'s keyword defaults that name a result (all but ``max_bytes``), in signature order."""
-    return {k: p.default for k, p in inspect.signature(simulate).parameters.items() if k != "max_bytes"}
-
-
-def cached_simulate(version: int = 1, **params) -> SimResult:
-    """:func:`simulate` through ``store.cached`` (experiment ``kim-sim``), so committed runs are read from ``data/``."""
-    full = {**_sim_defaults(), **params}
-    return SimResult.from_dict(store.cached("kim-sim", full, lambda: simulate_record(full), version=version,
-                                            seeds=[full["seed"]]))
-
-
-def plot_score_map(ax, scores: np.ndarray, title: str = "", *, rp: float | None = None, cmap: str = "viridis",
-                   offdiag_scale: bool = True):
-    """Draw a mean score map ``(n, n)`` with the masked triangle blank and RP in the corner; returns the image.
-
-    With ``offdiag_scale`` the colour range is that of the strictly-lower entries (the diagonal, often
-    far larger, saturates), so the structure along each row stays visible.
-    """
-    s = np.asarray(scores, dtype=float)
-    n = s.shape[-1]
-    shown = np.ma.masked_invalid(np.where(np.triu(np.ones((n, n), dtype=bool), 1), np.nan, s))
-    lim = {}
-    if offdiag_scale and n > 1:
-        off = s[np.tril_indices(n, -1)]
-        lim = dict(vmin=float(np.nanmin(off)), vmax=float(np.nanmax(off)))
-    im = ax.imshow(shown, cmap=cmap, extent=(0.5, n + 0.5, n + 0.5, 0.5), **lim)
-    ax.grid(False)
-    ax.set_xticks([1, n])
-    ax.set_yticks([1, n])
-    if title:
-        ax.set_title(title, fontsize=8)
-    if rp is not None:
-        ax.text(n + 0.3, 0.8, f"RP={rp:.2f}", ha="right", va="top", fontsize=8)
-    return im
-
-
-def score_map_grid(rows: list[tuple[str, dict]], results: dict, d_list: list[int], depth: int, title: str):
-    """A grid of mean score maps: one row per configuration, ``depth`` panels per width.
-
-    ``rows``: ``[(name, config), ...]``; ``results[(name, d)]``: a :func:`simulate` result whose
-    ``score_mean`` is ``(T >= depth, n, n)`` and ``rp`` ``(T,)``. Panels are drawn by
-    :func:`plot_score_map` without ticks; returns the matplotlib figure.
-    """
-    import matplotlib.pyplot as plt  # lazy: matplotlib.pyplot costs ~0.9s at import
-
-    fig, axes = plt.subplots(len(rows), depth * len(d_list), squeeze=False,
-                             figsize=(1.9 * depth * len(d_list), 1.9 * len(rows)))
-    for r, (name, _) in enumerate(rows):
-        for c, d in enumerate(d_list):
-            res = results[(name, d)]
-            for t in range(depth):
-                ax = axes[r, c * depth + t]
-                plot_score_map(ax, res.score_mean[t], f"{name}\nd={d}, layer {t + 1}", rp=float(res.rp[t]))
-                ax.set_xticks([])
-                ax.set_yticks([])
-    fig.suptitle(title, fontsize=10)
-    return fig
-
-
 def last_row_increments(scores: torch.Tensor | np.ndarray) -> np.ndarray:
     """The last query row's scores relative to its first key: ``s[S, j] - s[S, 1]`` for ``j < S``.
 
@@ -357,24 +275,3 @@ def last_row_increments(scores: torch.Tensor | np.ndarray) -> np.ndarray:
     s = np.asarray(scores)
     last = s.shape[-1] - 1
     return s[last, :last] - s[last, 0]
-
-
-def check_layer1_moments(moments: dict) -> None:
-    """The chapters' ``layer1-moments`` check over :func:`layer1_moments_check` results (any keys):
-    passes when no grid point's mean or variance exceeds its allowance."""
-    report.check("layer1-moments", "layer-1 off-diagonal LN scores, pooled over entries: mean within d^{-3/2} + 4.5 SE "
-                 "of sqrt(d) E r (Fisher), variance within max(30/d^2, 10/((1-alpha^2)^2 d^3)) relative + 4.5 SE of "
-                 "(1-alpha^2)^2 (1 + a1/d + a2/d^2) (Hotelling)",
-                 value={"mean excess": max(m["mean_excess"] for m in moments.values()),
-                        "variance excess": max(m["var_excess"] for m in moments.values()),
-                        # what the check can see at this run's widths and simulations: an error in the
-                        # predicted mean or variance larger than its allowance (the largest over the grid)
-                        "smallest mean error seen": max(abs(m["mean_mc"] - m["mean_pred"]) - m["mean_excess"]
-                                                        for m in moments.values()),
-                        "smallest variance error seen": max(abs(m["var_mc"] - m["var_pred"]) - m["var_excess"]
-                                                            for m in moments.values()),
-                        "as a share of the predicted variance": max(
-                            ((abs(m["var_mc"] - m["var_pred"]) - m["var_excess"]) / abs(m["var_pred"])
-                             for m in moments.values() if m["var_pred"]), default=None)},
-                 expected="both <= 0",
-                 passed=all(m["mean_excess"] <= 0 and m["var_excess"] <= 0 for m in moments.values()))

@@ -9,7 +9,7 @@ Every name here is also importable from :mod:`posbias.lnsim`.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -17,10 +17,8 @@ import torch
 from posbias.attention import decay_bias, masked_softmax, rope_angles
 from posbias.masks import causal_mask
 
-if TYPE_CHECKING:
-    from posbias.lnsim import SimResult
-
 __all__ = [
+    "ScoreMoments",
     "anisotropy_level",
     "alpha_to_l",
     "layer1_offdiag_moments",
@@ -47,6 +45,22 @@ __all__ = [
     "rope_layer1_scores",
     "mean_field_excess",
 ]
+
+
+class ScoreMoments(Protocol):
+    """What the comparisons here read of a simulation (:class:`posbias.lnsim.SimResult` is one): the score
+    moments over simulations, ``(T, n, n)``, the within-row slopes ``(T,)`` and the number of simulations."""
+
+    score_mean: np.ndarray
+    score_var: np.ndarray
+    slope_mean: np.ndarray
+    sims: int
+
+    @property
+    def score_se(self) -> np.ndarray: ...
+
+    @property
+    def slope_se(self) -> np.ndarray: ...
 
 
 def anisotropy_level(ell: float) -> float:
@@ -220,7 +234,7 @@ def noln_mean_field(n: int, d: int, alpha: float = 0.0, depth: int = 4, *, resid
     return out
 
 
-def compare_increments(res: "SimResult", d: int, alpha: float, *, residual: bool = False, factor: float = 1.0,
+def compare_increments(res: ScoreMoments, d: int, alpha: float, *, residual: bool = False, factor: float = 1.0,
                        n_se: float = 3.0, tol: float | None = None) -> dict:
     """Layer-2 increments ``s[i, i-1] - s[i, 0]`` (rows ``i >= 2``, 0-based) measured against the closed form.
 
@@ -273,7 +287,7 @@ def rope_layer1_scores(n: int, d: int, alpha: float, base: float = 10000.0) -> t
 NOLN_MEAN_FIELD_MIN_D = 16
 
 
-def mean_field_excess(res: "SimResult", d: int, *, alpha: float = 0.0, rel_tol: float | None = None,
+def mean_field_excess(res: ScoreMoments, d: int, *, alpha: float = 0.0, rel_tol: float | None = None,
                       n_se: float = 4.5) -> tuple[float, float]:
     """How far a simulated stack without LayerNorm lies from :func:`noln_mean_field`.
 

@@ -126,7 +126,7 @@ def execute_chapter(chapter_id: str, profile: str = "smoke", overrides: dict[str
         for k, v in env.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
         stack.enter_context(patched("posbias.figures.save", save))
-        stack.enter_context(patched("posbias.report.footer", lambda: None))
+        stack.enter_context(patched("posbias.cite.footer", lambda: None))
         stack.enter_context(patched("posbias.report.progress", lambda iterable=None, **kw: iterable))
         stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
         if fresh:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from .model import EnsembleNet
-from .task import Task, TaskConfig, TestSet, ic_test_set, ic_test_sets, train_batch
+from .task import Task, TaskConfig, TestSet, accuracy, ic_test_set, ic_test_sets, train_batch
 
 __all__ = ["novel_sets", "class_attention", "in_weights", "error_slots", "probe_rows", "probe_table", "probe_words",
            "PROBE_SEED"]
@@ -67,8 +67,6 @@ def in_weights(net: EnsembleNet, task: Task, n: int = 4000, seed: int = PROBE_SE
     trains on) against ``n`` per slot of novel classes (:func:`novel_sets`): ``{"training_classes",
     "novel_classes"}``. Far above on the training classes: the network answers from a class-to-label map in its
     weights, not from the context."""
-    from .evaluate import accuracy
-
     x, y = train_batch(task, seed, 10**9 + 1, n)
     pred = net(x.unsqueeze(0)).argmax(-1)[0]
     novel = torch.stack([accuracy(net, [task], ts)[0] for ts in novel_sets(n // task.config.n_items or 1, seed,

@@ -15,10 +15,10 @@ from typing import Any, Iterable
 from tqdm import tqdm as plain
 
 from . import store
-from .cite import footer_markdown
 from .store import atomic_write_text, to_jsonable
 
-__all__ = ["check", "value", "note_data", "progress", "record", "summary", "footer", "plain_table"]
+__all__ = ["check", "value", "note_data", "progress", "record", "summary", "plain_table", "show_markdown",
+           "human_seconds"]
 
 _RECORD: dict[str, Any] = {"checks": [], "values": {}, "data": [], "figures": []}
 
@@ -48,7 +48,8 @@ def _in_notebook() -> bool:
         return False
 
 
-def _display_markdown(text: str) -> None:
+def show_markdown(text: str) -> None:
+    """``text`` as Markdown in a notebook, printed elsewhere."""
     if _in_notebook():
         from IPython.display import Markdown, display  # optional dependency
 
@@ -84,7 +85,7 @@ def check(name: str, claim: str, value: Any, expected: Any, passed: bool) -> Non
     _RECORD["checks"].append(entry)
     _flush()
     mark = "{bdg-success}`PASS`" if passed else "{bdg-danger}`FAIL`"
-    _display_markdown(f"{mark} `{name}`: {claim}. Measured {_short(entry['value'])}; "
+    show_markdown(f"{mark} `{name}`: {claim}. Measured {_short(entry['value'])}; "
                       f"expected {_short(entry['expected'])}.")
 
 
@@ -157,18 +158,6 @@ def summary() -> str:
     return f"{ok}/{n} checks passed"
 
 
-def footer() -> None:
-    """Show the chapter's "Re-run this chapter" box and a "Cite this figure" box per saved figure.
-
-    Call it in the last code cell of every chapter."""
-    chapter = os.environ.get("POSBIAS_CHAPTER")
-    if not chapter:
-        _display_markdown(f"(interactive session: {summary()})")
-        return
-    params = json.loads(os.environ.get("POSBIAS_PARAMS", "{}"))
-    _display_markdown(footer_markdown(chapter, params, _RECORD["figures"], os.environ.get("POSBIAS_PROFILE", "")))
-
-
 def table(rows: Any, precision: int = 3) -> Any:
     """A table for a page: a ``DataFrame`` (or a list of row dicts) styled without its index, floats shown to
     ``precision`` decimals (the HTML book shows it styled, the PDF book as :func:`plain_table`)."""
@@ -202,3 +191,14 @@ def _plain_styler_in_notebooks() -> None:
 
 
 _plain_styler_in_notebooks()
+
+
+def human_seconds(s: float) -> str:
+    """``45 s``, ``12 min``, ``3.4 h``, ``2.5 days``."""
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:,.1f} days"

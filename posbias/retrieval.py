@@ -7,7 +7,7 @@ retrieve. These are the strategies it could be using instead, each in two indepe
   Figure 2 chapter, where one exists (:func:`closed_forms`);
 * an **oracle network**: a module with :class:`~posbias.model.EnsembleNet`'s interface (tokens
   ``(1, b, T, D)`` -> label logits ``(1, b, L)``) whose forward pass *is* the strategy, measured by the
-  project's own :func:`posbias.evaluate.accuracy` on the project's own test sets (:func:`baselines`).
+  project's own :func:`posbias.task.accuracy` on the project's own test sets (:func:`baselines`).
 
 The strategies (keys of both):
 
@@ -36,8 +36,8 @@ from fractions import Fraction
 import torch
 from torch import nn
 
-from .evaluate import accuracy
-from .task import IC_PAIRS, Task, TaskConfig, TestSet, generator, ic_test_sets, make_task, slot_index, sweep_test_sets
+from .task import (IC_PAIRS, Task, TaskConfig, TestSet, accuracy, generator, ic_test_sets, make_task, slot_index,
+                   sweep_test_sets)
 
 __all__ = ["STRATEGIES", "IGNORING", "Oracle", "closed_forms", "baselines", "max_count_mean", "MC_ONLY", "reading",
            "READINGS", "READING_RULE", "readable", "standing", "closest",
@@ -108,7 +108,7 @@ def closed_forms(config: TaskConfig = TaskConfig()) -> dict[str, dict[str, float
 
 class Oracle(nn.Module):
     """A strategy as a network: ``forward(tokens (1, b, T, D)) -> logits (1, b, L)``, one-hot at the chosen
-    label, so that :func:`posbias.evaluate.accuracy` measures it as it measures a trained network.
+    label, so that :func:`posbias.task.accuracy` measures it as it measures a trained network.
 
     It reads the tokens only (items at even positions, label vectors at odd ones, the query last), decoding a
     label token to its id by the task's label vectors; ``match_worst``, told the query's own item, learns it
@@ -126,7 +126,7 @@ class Oracle(nn.Module):
         n = task.config.n_items
         self.vote_slots = vote_slots or tuple(sorted({slot_index(s, n) for p in IC_PAIRS for s in p}))
         self.g = generator(seed, 7)
-        self.register_buffer("w_q", torch.zeros(1))     # where evaluate.accuracy looks for the device
+        self.register_buffer("w_q", torch.zeros(1))     # where task.accuracy looks for the device
         self.n_members = 1
         self._own: dict[bytes, int] = {}
 
@@ -198,7 +198,7 @@ def _mean_accuracy(oracle: Oracle, sets: list[TestSet]) -> float:
 def baselines(config: TaskConfig = TaskConfig(), n: int = 10000, seed: int = 0) -> dict[str, dict[str, float]]:
     """Monte Carlo: each strategy's mean accuracy on the six ``IC`` sets (``n`` sequences each) and on the
     position sweep (``n`` per slot), drawn from ``seed``, measured on oracle networks by
-    :func:`posbias.evaluate.accuracy`. ``copy_slot`` takes the best slot; ``match_worst`` the worse tie-break.
+    :func:`posbias.task.accuracy`. ``copy_slot`` takes the best slot; ``match_worst`` the worse tie-break.
     Returns ``{"ic": {strategy: accuracy}, "sweep": {...}}``."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")

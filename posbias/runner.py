@@ -33,6 +33,7 @@ from typing import Any, Callable
 from . import cost, tidy
 from .chapters import Chapter, ParamError, get_chapter
 from .provenance import ROOT, canonical_json, collect, now_iso, sha256_bytes, source_date_epoch
+from .report import human_seconds
 from .store import atomic_write_text, write_error
 
 __all__ = ["RunResult", "run_chapter", "default_out", "EXIT_OK", "EXIT_RAISED", "EXIT_BAD_INPUT", "EXIT_CHECK_FAILED"]
@@ -137,13 +138,13 @@ def gate_cost(chapter: Chapter, params: dict[str, Any], yes: bool, quiet: bool) 
     limit = os.environ.get("POSBIAS_MAX_SECONDS")
     if limit and est.seconds > float(limit):
         raise ParamError(f"{chapter.id} with these parameters would run for an estimated "
-                         f"{cost.human_seconds(est.seconds)}, more than POSBIAS_MAX_SECONDS={limit}; choose smaller "
+                         f"{human_seconds(est.seconds)}, more than POSBIAS_MAX_SECONDS={limit}; choose smaller "
                          f"parameters or raise the limit")
     if est.seconds > cost.LONG_SECONDS and not yes:
         if sys.stdin is not None and sys.stdin.isatty():
             raise ParamError(f"{chapter.id} with these parameters would run for an estimated "
-                             f"{cost.human_seconds(est.seconds)} on one CPU core; add --yes to run it anyway")
-        print(f"{chapter.id}: estimated {cost.human_seconds(est.seconds)}, longer than an hour; stdin is not a "
+                             f"{human_seconds(est.seconds)} on one CPU core; add --yes to run it anyway")
+        print(f"{chapter.id}: estimated {human_seconds(est.seconds)}, longer than an hour; stdin is not a "
               "terminal, so running anyway (--yes says so explicitly)", file=sys.stderr, flush=True)
 
 

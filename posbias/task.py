@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "accuracy",
     "TaskConfig",
     "Task",
     "TestSet",
@@ -248,3 +249,18 @@ def sweep_test_sets(n_seqs: int, seed: int, config: TaskConfig = TaskConfig(),
     dslot = None if distractor is None else slot_index(distractor, config.n_items)
     return [ic_test_set(s, None if dslot in (None, s) else dslot, n_seqs, seed, cfg1)
             for s in range(config.n_items)]
+
+
+def accuracy(net: torch.nn.Module, tasks: list[Task], ts: TestSet, chunk: int = 1024) -> torch.Tensor:
+    """Share of ``ts`` each member of the ensemble ``net`` (an :class:`~posbias.model.EnsembleNet` or any module
+    with its ``w_q`` device and ``n_members``) classifies correctly, ``(E,)``. Each member sees the test items
+    with its own label vectors."""
+    dev = net.w_q.device
+    correct = torch.zeros(net.n_members)
+    for lo in range(0, len(ts.target), chunk):
+        sl = slice(lo, lo + chunk)
+        part = TestSet(ts.name, ts.items[sl], ts.item_labels[sl], ts.query[sl], ts.target[sl])
+        x = torch.stack([part.tokens(t.label_vectors) for t in tasks]).to(dev)
+        pred = net(x).argmax(-1).cpu()
+        correct += (pred == part.target).float().sum(1)
+    return correct / len(ts.target)

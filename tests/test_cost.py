@@ -20,10 +20,6 @@ def test_available_memory_is_read_from_meminfo(tmp_path):
     assert cost.available_mb() is None or cost.available_mb() > 0
 
 
-def test_human_seconds():
-    assert [cost.human_seconds(s) for s in (45, 720, 7200, 86400 * 3)] == ["45 s", "12 min", "2.0 h", "3.0 days"]
-
-
 def test_training_counts_only_the_networks_not_stored(monkeypatch):
     """A trained chapter's estimate adds steps x network_step(depth) for each unit not stored, and none
     for the stored ones (wu-fig-5, smoke: one 2-layer network of 20 steps)."""

@@ -6,7 +6,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from posbias import evaluate as ev
-from posbias.evaluate import accuracy, gaps, sink_alpha, sink_share
+from posbias.evaluate import gaps, sink_alpha, sink_share
+from posbias.task import accuracy
 from posbias.masks import make_mask
 from posbias.model import EnsembleNet, MemberConfig
 from posbias.task import TaskConfig, ic_test_set, make_task

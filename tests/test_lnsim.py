@@ -302,58 +302,6 @@ def test_mean_field_excess_without_layernorm():
     assert one_se == pytest.approx(float((np.abs(res.score_mean - mf) - res.score_se)[:, low].max()), rel=1e-12)
 
 
-def test_score_map_grid_draws_one_panel_per_row_width_and_layer():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from posbias import lnsim
-
-    rows = [("LN", dict(layernorm=True)), ("no LN", dict(layernorm=False))]
-    res = {(name, d): lnsim.simulate(n=5, d=d, depth=3, sims=20, seed=0, **cfg)
-           for name, cfg in rows for d in (8, 16)}
-    fig = lnsim.score_map_grid(rows, res, [8, 16], 2, "title")
-    panels = [ax for ax in fig.axes if ax.images]
-    assert len(panels) == 2 * 2 * 2 and fig._suptitle.get_text() == "title"
-    assert panels[0].get_title().startswith("LN\nd=8, layer 1") and panels[-1].get_title().endswith("layer 2")
-
-
-def test_plot_score_map_scales_colour_to_the_strictly_lower_entries():
-    """Diagonal 0 (below every off-diagonal entry) and the off-diagonal range 1..6 with its minimum on the
-    first subdiagonal: the colour range is exactly (1, 6); the colour map is the one asked for, RP is
-    written right-aligned in the corner, and the masked triangle is blank."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from posbias import lnsim
-
-    s = np.array([[0.0, 9, 9, 9], [1.0, 0, 9, 9], [4.0, 2, 0, 9], [6.0, 5, 3, 0]])
-    fig, ax = plt.subplots()
-    im = lnsim.plot_score_map(ax, s, "t", rp=0.5, cmap="magma")
-    assert im.get_clim() == (1.0, 6.0) and im.get_cmap().name == "magma"
-    assert np.ma.getmaskarray(im.get_array()).tolist() == np.triu(np.ones((4, 4), dtype=bool), 1).tolist()
-    (text,) = ax.texts
-    assert text.get_text() == "RP=0.50" and text.get_ha() == "right" and text.get_position() == (4.3, 0.8)
-    assert im.get_extent() == [0.5, 4.5, 4.5, 0.5]               # cell k centred on k, row 1 at the top
-    fig2, ax2 = plt.subplots()
-    assert lnsim.plot_score_map(ax2, s).get_cmap().name == "viridis" and ax2.get_title() == ""
-    plt.close(fig2)
-    assert lnsim.plot_score_map(ax, s, offdiag_scale=False).get_clim() == (0.0, 6.0)
-    plt.close(fig)
-
-
-def test_score_map_grid_sizes_panels_by_the_grid():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from posbias import lnsim
-
-    res = {("LN", d): lnsim.simulate(n=4, d=d, depth=3, sims=10, seed=0) for d in (8, 16)}
-    fig = lnsim.score_map_grid([("LN", {})], res, [8, 16], 3, "t")
-    assert tuple(fig.get_size_inches()) == pytest.approx((1.9 * 3 * 2, 1.9 * 1))
-
-
 def test_simulate_slope_variance_by_two_passes_in_float64():
     """The one-pass sums of the slopes and their squares (float64) against the two-pass variance of the
     per-simulation slopes: to 1e-11 relative (float32 sums would be off near 1e-7)."""
@@ -386,53 +334,9 @@ def test_last_row_increments():
     assert np.array_equal(lnsim.last_row_increments(s.numpy()), np.array([0.0, 2.0]))
 
 
-def test_layer1_moments_check_states_the_smallest_error_it_can_see(fresh):
-    """Two grid points: allowances recovered from each result (|MC - prediction| - excess), the larger
-    reported; the verdict fails where either excess is positive."""
-    from posbias import report
-
-    pts = {"a": dict(mean_excess=-0.03, var_excess=-0.2, mean_pred=1.0, mean_mc=1.01, var_pred=2.0, var_mc=2.1),
-           "b": dict(mean_excess=-0.01, var_excess=-0.05, mean_pred=0.5, mean_mc=0.45, var_pred=1.0, var_mc=0.9)}
-    lnsim.check_layer1_moments(pts)
-    (c,) = report.record()["checks"]
-    assert c["passed"] and c["value"]["smallest mean error seen"] == pytest.approx(0.06)        # 0.05 + 0.01
-    assert c["value"]["smallest variance error seen"] == pytest.approx(0.3)                    # 0.1 + 0.2
-    assert c["value"]["as a share of the predicted variance"] == pytest.approx(0.15)         # (0.1 + 0.2) / 2
-    report._RECORD["checks"] = []
-    lnsim.check_layer1_moments({"z": {**pts["a"], "var_pred": 0.0}})      # a zero prediction: no share, no crash
-    assert report.record()["checks"][-1]["value"]["as a share of the predicted variance"] is None
-    report._RECORD["checks"] = []                                        # a second run of the same check
-    lnsim.check_layer1_moments({**pts, "c": {**pts["a"], "var_excess": 0.01}})
-    assert not report.record()["checks"][-1]["passed"]
-
-
 def test_simulate_refuses_impossible_sizes_by_name():
     with pytest.raises(ValueError, match="need sims >= 1, n >= 2, d >= 2, depth >= 1"):
         lnsim.simulate(n=1, sims=10)
-
-
-def test_cached_simulate_stores_each_run_under_its_parameters_version_and_seed(tmp_path, monkeypatch):
-    from posbias import store
-
-    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
-    kw = dict(n=3, d=4, depth=1, sims=20)
-    a, b = lnsim.cached_simulate(seed=1, **kw), lnsim.cached_simulate(seed=2, **kw)
-    assert not np.array_equal(a.score_mean, b.score_mean, equal_nan=True)          # two keys, not one
-    full = {**lnsim._sim_defaults(), **kw, "seed": 2}
-    rec = store.lookup_record("kim-sim", full, version=1)
-    assert rec is not None and rec["params"] == full and rec["provenance"]["seeds"] == [2]
-    assert store.lookup_record("kim-sim", full, version=2) is None
-
-
-def test_sim_defaults_are_simulates_result_defaults():
-    """The defaults that name a result are every keyword of simulate but max_bytes, in signature order,
-    with their values (n = 10, d = 64, seed 0 ...). Sees the filter inverted (only max_bytes kept)."""
-    import inspect
-
-    defaults = lnsim._sim_defaults()
-    params = inspect.signature(lnsim.simulate).parameters
-    assert list(defaults) == [k for k in params if k != "max_bytes"]
-    assert "max_bytes" not in defaults and defaults["n"] == 10 and defaults["d"] == 64 and defaults["seed"] == 0
 
 
 def test_simulate_runs_with_width_equal_to_depth_times_n():
@@ -457,20 +361,3 @@ def test_simulate_accumulates_over_memory_chunks():
     assert np.allclose(small.score_mean, big.score_mean, rtol=0, atol=1e-12, equal_nan=True)
 
 
-def test_plot_score_map_one_token_and_no_grid():
-    """n = 1 has no strictly-lower entry: the off-diagonal scale is skipped and the single score drawn
-    (with the default Agg rcParams, grid lines off). Sees the scale taken over the empty set (nanmin
-    raises) and the grid toggled on by grid(None)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots()
-    try:
-        with matplotlib.rc_context({"axes.grid": False}):
-            im = lnsim.plot_score_map(ax, np.array([[2.0]]))
-        assert float(im.get_array()[0, 0]) == 2.0
-        assert not any(line.get_visible() for line in ax.get_xgridlines() + ax.get_ygridlines())
-    finally:
-        plt.close(fig)

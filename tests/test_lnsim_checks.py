@@ -2,7 +2,6 @@
 against a value worked out by hand."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from posbias import lnsim
@@ -23,31 +22,3 @@ def test_sample_inputs_are_float64_draws_of_the_stated_formula():
     assert (z0.float().double() != z0).float().mean() > 0.99
 
 
-def test_plot_score_map_caps_the_colour_range_at_the_largest_lower_entry():
-    """Diagonal 10, above every strictly-lower entry (1..6): the colour range is still (1, 6), the diagonal
-    saturating, not (1, 10) as an automatic upper limit over everything shown would give."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    s = np.array([[10.0, 0, 0, 0], [1.0, 10, 0, 0], [4.0, 2, 10, 0], [6.0, 5, 3, 10]])
-    fig, ax = plt.subplots()
-    try:
-        assert lnsim.plot_score_map(ax, s).get_clim() == (1.0, 6.0)
-    finally:
-        plt.close(fig)
-
-
-def test_check_layer1_moments_states_its_claim(fresh):
-    """The claim the chapters print beside the verdict, word for word (Fisher's E r, Hotelling's variance)."""
-    from posbias import report
-
-    lnsim.check_layer1_moments({"a": dict(mean_excess=-0.03, var_excess=-0.2, mean_pred=1.0, mean_mc=1.01,
-                                          var_pred=2.0, var_mc=2.1)})
-    (c,) = report.record()["checks"]
-    assert c["name"] == "layer1-moments"
-    assert c["claim"] == (
-        "layer-1 off-diagonal LN scores, pooled over entries: mean within d^{-3/2} + 4.5 SE of sqrt(d) E r "
-        "(Fisher), variance within max(30/d^2, 10/((1-alpha^2)^2 d^3)) relative + 4.5 SE of "
-        "(1-alpha^2)^2 (1 + a1/d + a2/d^2) (Hotelling)")

@@ -119,3 +119,7 @@ def test_no_progress_bar_inside_a_run_or_without_a_terminal(monkeypatch, tmp_pat
            "no terminal": {}}[where]
     assert _bar_text(monkeypatch, tty=where != "no terminal", **env) == ""
 
+
+
+def test_human_seconds():
+    assert [report.human_seconds(s) for s in (45, 720, 7200, 86400 * 3)] == ["45 s", "12 min", "2.0 h", "3.0 days"]

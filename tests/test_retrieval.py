@@ -42,7 +42,7 @@ def test_max_count_mean_against_enumeration():
 
 @pytest.mark.parametrize("kind", ["ic", "sweep"])
 def test_closed_forms_match_the_oracle_networks(mc, kind):
-    """Every closed form equals its oracle network's accuracy, measured by evaluate.accuracy, within four binomial
+    """Every closed form equals its oracle network's accuracy, measured by task.accuracy, within four binomial
     standard errors (the six IC sets or the eight sweep sets of N_MC sequences each)."""
     closed = r.closed_forms()[kind]
     sets = 6 if kind == "ic" else 8
@@ -64,8 +64,8 @@ def test_monte_carlo_only_strategies(mc):
 
 
 def test_oracles_are_measured_as_networks():
-    """An oracle is scored by evaluate.accuracy like a trained network: copying the correct slot is always right."""
-    from posbias.evaluate import accuracy
+    """An oracle is scored by task.accuracy like a trained network: copying the correct slot is always right."""
+    from posbias.task import accuracy
     task = make_task(0)
     sets = ic_test_sets(200, 0)
     right = r.Oracle("copy_slot", task, slot=0)

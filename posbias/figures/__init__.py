@@ -8,13 +8,15 @@ the chapter's captions as ``POSBIAS_CAPTIONS`` (JSON, :func:`posbias.chapters.fi
 ``save`` takes the figure's from there, its ``{glue:text}`` roles filled in (:func:`caption_for`).
 
 The drawing helpers of the chapters' figures live beside it: :mod:`posbias.figures.wu` (Wu et al.'s
-Figures 2-6) and :mod:`posbias.figures.comparisons` (the front page's, toy vs real sinks). A chapter
-imports the package, ``from posbias import figures``: every public name is here.
+Figures 2-6), :mod:`posbias.figures.kim` (Kim et al.'s score maps) and :mod:`posbias.figures.comparisons` (the
+front page's, toy vs real sinks). A chapter imports the package, ``from posbias import figures``: every public
+name is here.
 """
 from __future__ import annotations
 
 from .saving import FORMATS, SavedFigure, caption_for, resolve_glue, save, style  # first: picks the backend
 from .comparisons import hero_figure, sink_comparison_figure
+from .kim import plot_score_map, score_map_grid
 from .overtraining import bias_over_training_figure, budget_trajectories_figure, jump_figure
 from .standing import standing_figure
 from .wu import (alpha_profile_figure, attention_maps_figure, fig3_accuracy_figure,
@@ -26,4 +28,4 @@ __all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigu
            "sink_panels_figure", "fig3_accuracy_figure", "fig4_accuracy_figure", "fig3_sweep_figure",
            "fig4_sweep_figure", "fig3_gap_curves_figure", "fig4_preference_curves_figure",
            "sink_comparison_figure", "hero_figure", "bias_over_training_figure", "budget_trajectories_figure",
-           "jump_figure", "standing_figure"]
+           "jump_figure", "standing_figure", "plot_score_map", "score_map_grid"]

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from .. import convergence as cv
 from .. import parking
 from ..provenance import is_gpu, sitting_device
-from ..cost import human_seconds
+from ..report import human_seconds
 from . import checkpoints as ck
 from .campaigns import distinct, stored, units_of
 from .planning import plan

@@ -4,7 +4,7 @@ A unit's weights are one safetensors file, ``<experiment>/<key>.safetensors`` wi
 (:data:`WEIGHTS` = ``wu-weights``, the key of the unit in ``wu-units``), in ``data/`` (listed in the manifest,
 its hash verified at every read) or in the user cache; the file's metadata hold the unit's parameters and
 the provenance of the training that made it (its sittings among it). :func:`load` gives the network back
-(a one-member :class:`~posbias.model.EnsembleNet`), ready for :func:`posbias.evaluate.accuracy` and probes.
+(a one-member :class:`~posbias.model.EnsembleNet`), ready for :func:`posbias.task.accuracy` and probes.
 
 Networks stored before weights were kept are trained again by :func:`retrain` (``posbias keep-weights``): the
 same unit, from the same seed, must end on its stored result bit for bit on a host of its numerics kind;
