@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from posbias import train  # noqa: E402
-from posbias.provenance import collect  # noqa: E402
+from posbias import training as train  # noqa: E402
+from posbias.storage.provenance import collect  # noqa: E402
 
 #: mode -> (workers, torch threads per worker) of the LocalCluster; ``process``: no cluster, one thread.
 MODES: dict[str, tuple[int, int] | None] = {"process": None, "1 worker": (1, 1), "2 workers": (2, 1),

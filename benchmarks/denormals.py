@@ -3,7 +3,7 @@
 Loads a training checkpoint (a running campaign's ``state.pt`` in the user cache, or a checkpoint
 committed in parts to ``data/checkpoints``, named by one of its parts), counts the subnormal numbers
 in its weights and Adam state, then trains ``--steps`` steps from it with
-:func:`posbias.train.flushed_denormals` on and off, alternating the order over ``--rounds`` rounds
+:func:`posbias.training.flushed_denormals` on and off, alternating the order over ``--rounds`` rounds
 in this one process, and reports the time per step of each, their ratio, and whether the two runs
 end with the same weights and curves, bit for bit (AdamW's moments may differ, only in entries that
 are subnormal on one side and 0 on the other: also checked). Late in training the sinusoidal and
@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from posbias.provenance import collect, git_state, now_iso
-from posbias.store import atomic_write_text
+from posbias.storage.provenance import collect, git_state, now_iso
+from posbias.storage.store import atomic_write_text
 from posbias.training.loop import Ensemble, flushed_denormals, tune_allocator
 
 

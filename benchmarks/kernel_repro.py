@@ -69,7 +69,8 @@ def train_curves(params: dict[str, Any], steps: int) -> dict[str, Any]:
     """In this process: train the unit of ``params`` for ``steps`` iterations alone, one thread."""
     import torch
 
-    from posbias import provenance, train
+    from posbias import training as train
+    from posbias.storage import provenance
 
     torch.set_num_threads(1)
     unit = train.Unit.from_params({**{k: v for k, v in params.items() if k != "stop_rule"}, "steps": steps})
@@ -97,8 +98,8 @@ def main() -> None:
     for k, r in recs.items():
         if not same_network(r["params"], base):
             raise SystemExit(f"{k} is not the network of {a.records[0]} (parameters differ beyond steps)")
-    from posbias.provenance import collect, now_iso
-    from posbias.store import atomic_write_text
+    from posbias.storage.provenance import collect, now_iso
+    from posbias.storage.store import atomic_write_text
 
     started, rows = now_iso(), []
     for cap in a.capabilities:

@@ -1,7 +1,7 @@
 """Our network against the authors' implementation (issue 66, item 4): the same weights and the same
 batches through their ``SAN`` (GitHub xinyiwu98/position-bias-in-attention, MIT licence, imported
 from a checkout given on the command line; none of its code is copied here) and through
-``posbias.model.EnsembleNet``, for every mask and PE of Figures 2-6, at each depth, with and without
+``posbias.science.model.EnsembleNet``, for every mask and PE of Figures 2-6, at each depth, with and without
 the residual connection: the largest logit difference on one batch, and the losses after ``--steps``
 AdamW steps on the same batches (our engines v2 and v3 against theirs).
 
@@ -26,10 +26,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from posbias.model import ENGINES, EnsembleNet, MemberConfig
-from posbias.provenance import collect, now_iso
-from posbias.store import atomic_write_text
-from posbias.task import ensemble_batch, make_task
+from posbias.science.model import ENGINES, EnsembleNet, MemberConfig
+from posbias.storage.provenance import collect, now_iso
+from posbias.storage.store import atomic_write_text
+from posbias.science.task import ensemble_batch, make_task
 
 D, L = 64, 32
 #: the masks and PEs of Figures 2-6 (Figure 6's windows and prefixes at the sizes its campaign uses)

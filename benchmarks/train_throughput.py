@@ -2,14 +2,14 @@
 
 Runs in one process (one torch thread unless ``--threads``): for each depth of Figure 2 it times
 training steps of its 15 members (3 architectures x 5 seeds) as the campaign groups them (one
-ensemble per PE, :meth:`posbias.train.Unit.group_key`), as one mixed ensemble, and one at a time,
+ensemble per PE, :meth:`posbias.training.Unit.group_key`), as one mixed ensemble, and one at a time,
 reports steps per second, the speed-up, model FLOP/s as a share of an fp32 matmul peak measured in
 the same run, the share of time spent making data, and projects Figure 2 at the paper's settings.
 With ``--bf16`` it also times bfloat16 autocast (AMX on recent Xeons) against a bf16 matmul peak.
 With ``--allocator ROUNDS`` it times the depth-4 No-PE ensemble (10 members) in child processes
-with and without :func:`posbias.train.tune_allocator`, alternating, ROUNDS of each, pairwise
+with and without :func:`posbias.training.tune_allocator`, alternating, ROUNDS of each, pairwise
 concurrent when two cores are free (the allocator cannot be untuned within one process).
-With ``--engines ROUNDS`` it times the model's engines (:data:`posbias.model.ENGINES`, and with
+With ``--engines ROUNDS`` it times the model's engines (:data:`posbias.science.model.ENGINES`, and with
 ``--compile`` engines v2 and v3 under ``torch.compile``, on the No-PE ensembles and the network
 alone only: its warm-up takes minutes) side by side, in turns, ROUNDS times each, per
 depth in the campaign's packing (one ensemble per PE) and alone, with the same weights and the same
@@ -38,11 +38,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from posbias.model import ENGINES, EnsembleNet, MemberConfig
-from posbias.provenance import collect, git_state, now_iso
-from posbias.store import atomic_write_text
-from posbias.task import ensemble_batch, make_task
-from posbias.train import tune_allocator
+from posbias.science.model import ENGINES, EnsembleNet, MemberConfig
+from posbias.storage.provenance import collect, git_state, now_iso
+from posbias.storage.store import atomic_write_text
+from posbias.science.task import ensemble_batch, make_task
+from posbias.training import tune_allocator
 from posbias.trained import FIG2_ARCHITECTURES
 
 B, D, L = 128, 64, 32
@@ -292,8 +292,8 @@ _CHILD = """
 import json, sys, torch
 sys.path.insert(0, {here!r})
 from train_throughput import time_steps
-from posbias.model import MemberConfig
-from posbias.train import tune_allocator
+from posbias.science.model import MemberConfig
+from posbias.training import tune_allocator
 from posbias.trained import FIG2_ARCHITECTURES
 torch.set_num_threads({threads})
 tuned = tune_allocator()
@@ -363,7 +363,7 @@ def main() -> None:
                     help="also train the depth-2 Figure 2 units for STEPS iterations under bf16 autocast and compare "
                          "their gaps with the fp32 runs of the default profile (loaded from data/ when present)")
     ap.add_argument("--allocator", type=int, default=0, metavar="ROUNDS",
-                    help="also time training with and without posbias.train.tune_allocator, ROUNDS times each")
+                    help="also time training with and without posbias.training.tune_allocator, ROUNDS times each")
     ap.add_argument("--engines", type=int, default=0, metavar="ROUNDS",
                     help="time the model's engines side by side, ROUNDS turns each, instead of the packings")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
@@ -378,7 +378,7 @@ def main() -> None:
     a = ap.parse_args()
     started, t_start, code = now_iso(), time.perf_counter(), git_state()     # the commit that runs, read at start
     torch.set_num_threads(a.threads)
-    tuned = tune_allocator()        # as in training (posbias.train.train_units)
+    tuned = tune_allocator()        # as in training (posbias.training.train_units)
     if a.device == "cuda" and not (a.engines and torch.cuda.is_available()):
         ap.error("--device cuda needs --engines and a CUDA device torch can see")
     if a.device == "cuda":
@@ -458,7 +458,7 @@ def report_fig2(out, peak, a, fig2_seconds) -> None:
 
 def bf16_gaps(out, a) -> None:
     if a.bf16_gaps:
-        from posbias import train
+        from posbias import training as train
 
         settings = {"steps": a.bf16_gaps, "depths": [2]}
         fp32 = train.run_campaign("wu-fig-2", "default", progress=False, **settings)

@@ -16,21 +16,21 @@ IGNORE = shutil.ignore_patterns(".venv", "_build", "runs", "_executed", ".git", 
 
 
 def posbias_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "posbias.cli", *args]
+    return [sys.executable, "-m", "posbias.book.cli", *args]
 
 
 def network_step_seconds(chapter: str, depth: int) -> float:
     """The chapter's front-matter ``network_step`` expression, evaluated here by Python at ``depth``:
     the oracle the cost model is checked against."""
-    from posbias.chapters import get_chapter
+    from posbias.book.chapters import get_chapter
 
     return float(eval(get_chapter(chapter).meta["cost"]["network_step"], {}, {"depth": depth}))
 
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path) -> Path:
-    """An empty ``posbias.report`` record written to ``tmp_path``, as inside ``posbias run``."""
-    from posbias import report
+    """An empty ``posbias.storage.report`` record written to ``tmp_path``, as inside ``posbias run``."""
+    from posbias.storage import report
 
     monkeypatch.setenv("POSBIAS_RUN_DIR", str(tmp_path))
     monkeypatch.setattr(report, "_RECORD", {"checks": [], "values": {}, "data": [], "figures": []})
@@ -43,7 +43,7 @@ def smoke_book(tmp_path_factory) -> dict:
     tree = tmp_path_factory.mktemp("book") / "posbias"
     shutil.copytree(ROOT, tree, ignore=IGNORE)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    from posbias.provenance import source_date_epoch
+    from posbias.storage.provenance import source_date_epoch
 
     env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_GIT_COMMIT=commit or "unknown",
                SOURCE_DATE_EPOCH=source_date_epoch(ROOT),

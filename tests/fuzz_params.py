@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 from param_space import strategy, trains, try_point  # noqa: E402
-from posbias import cost  # noqa: E402
-from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
+from posbias.book import cost  # noqa: E402
+from posbias.book.chapters import chapter_ids, get_chapter  # noqa: E402
 
 #: Points drawn per hypothesis run; runs repeat until the chapter's time is up.
 BATCH = 20

@@ -86,7 +86,7 @@ def prefix_wider(orig):
 
 
 def center_any(orig):
-    from posbias.masks import reachability
+    from posbias.science.masks import reachability
 
     return lambda mask: [int(j) for j in torch.nonzero(reachability(mask).any(dim=0)).flatten()]
 
@@ -197,7 +197,7 @@ def gram_plus_identity(orig):
 
 
 def layer2_variant(sigma_one=False, gram_plus_eye=False):
-    import posbias.lnsim as ln
+    import posbias.science.lnsim as ln
 
     def layer2_scores(n, d, alpha=0.0, *, layernorm=True, residual=False, finite_d=True, log_weights=None):
         lw = ln.layer1_log_weights(n, d, alpha, layernorm=layernorm, finite_d=finite_d) if log_weights is None \
@@ -245,7 +245,7 @@ def slope_factor_sign(orig):
 
 def uniform_layer1(orig):
     def noln_mean_field(n, d, alpha=0.0, depth=4, *, residual=False, decay=None):
-        from posbias.masks import causal_mask
+        from posbias.science.masks import causal_mask
         mask = causal_mask(n)
         l2 = alpha / (1 - alpha)
         c = l2 + torch.eye(n, dtype=torch.float64)
@@ -275,7 +275,7 @@ def mean_field_no_update(orig):
 
 
 def stack_residual_h(orig):
-    import posbias.lnsim as ln
+    import posbias.science.lnsim as ln
 
     def stack_forward(x, depth, *, layernorm=True, residual=False, rope_base=None, decay=None):
         s, n, d = x.shape
@@ -307,7 +307,7 @@ def rp_reversed(orig):
 
 
 def rope_layer1_sin(orig):
-    from posbias.attention import rope_angles
+    from posbias.science.attention import rope_angles
 
     def rope_layer1_scores(n, d, alpha, base=10000.0):
         ang = rope_angles(n, d, base)
@@ -320,7 +320,7 @@ def rope_layer1_sin(orig):
 
 def expansion_no_var(orig):
     def expansion_parameter(n, d, alpha):
-        import posbias.lnsim as ln
+        import posbias.science.lnsim as ln
         m, _ = ln.layer1_offdiag_moments(d, alpha)
         return (n - 1) * math.exp(m - math.sqrt(d))
     return expansion_parameter
@@ -345,7 +345,7 @@ def decay_peaks_unflipped(orig):
 
 def rope_rollout_unnormalised(orig):
     def rope_rollout_row_log(n, depths, theta, beta):
-        from posbias.theory import _log_convolve
+        from posbias.science.theory import _log_convolve
 
         k = torch.arange(n, dtype=torch.float64)
         logw = beta * torch.cos(k * theta)
@@ -368,19 +368,19 @@ def slowest_angle_second_pair(orig):
 
 
 def window_ignored(orig):
-    from posbias.masks import causal_mask
+    from posbias.science.masks import causal_mask
 
     return lambda n, w: causal_mask(n)                      # the window dropped: plain causal
 
 
 def center_reversed(orig):
-    from posbias.masks import reachability
+    from posbias.science.masks import reachability
 
     return lambda mask: [int(j) for j in torch.nonzero(reachability(mask).all(dim=1)).flatten()]
 
 
 def full_lower(orig):
-    from posbias.masks import causal_mask
+    from posbias.science.masks import causal_mask
 
     return causal_mask                                      # "full" built lower-triangular
 
@@ -423,7 +423,7 @@ def layernorm_identity(orig):
 
 
 def layernorm_token_axis(orig):
-    from posbias.lnsim import LN_EPS
+    from posbias.science.lnsim import LN_EPS
 
     def layer_norm(x, eps=LN_EPS):
         mean, var = x.mean(-2, keepdim=True), x.var(-2, unbiased=False, keepdim=True)
@@ -451,7 +451,7 @@ def copy_slot_as_random(orig):
 
 def ic_sets_without_copy(orig):
     def ic_test_set(correct, distractor, n_seqs, seed, config=None):
-        from posbias.task import TaskConfig
+        from posbias.science.task import TaskConfig
         ts = orig(correct, None, n_seqs, seed, config or TaskConfig())       # the distractor slot left alone
         ts.name = f"IC_{correct}_{distractor}" if distractor is not None else ts.name
         return ts

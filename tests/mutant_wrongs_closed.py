@@ -52,7 +52,7 @@ def kstar_depth_plus_one(orig):
 
 # ----------------------------------------------------------------------------- Kim et al.
 def layer2_float32(orig):
-    import posbias.lnsim as ln
+    import posbias.science.lnsim as ln
 
     def layer2_scores(n, d, alpha=0.0, *, layernorm=True, residual=False, finite_d=True, log_weights=None):
         lw = ln.layer1_log_weights(n, d, alpha, layernorm=layernorm, finite_d=finite_d) if log_weights is None \
@@ -90,7 +90,7 @@ def sketch_linear(orig):
 
 def layer2_rewritten(*, sigma_isotropic=False, gram_alpha=False):
     """layer2_scores rewritten with one line wrong (like layer2_variant above)."""
-    import posbias.lnsim as ln
+    import posbias.science.lnsim as ln
 
     def layer2_scores(n, d, alpha=0.0, *, layernorm=True, residual=False, finite_d=True, log_weights=None):
         lw = ln.layer1_log_weights(n, d, alpha, layernorm=layernorm, finite_d=finite_d) if log_weights is None \
@@ -127,7 +127,7 @@ def gram_without_fisher(orig):
 
 
 def lognormal_weight_full_var(orig):
-    import posbias.lnsim as ln
+    import posbias.science.lnsim as ln
 
     def layer1_log_weights(n, d, alpha, *, layernorm=True, finite_d=True):
         lw = orig(n, d, alpha, layernorm=layernorm, finite_d=finite_d)

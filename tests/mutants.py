@@ -13,10 +13,11 @@ from __future__ import annotations
 import mutant_wrongs as w
 import mutant_wrongs_closed as wc
 
-from posbias.mutation import Mutant
+from posbias.book.mutation import Mutant
 
 # ----------------------------------------------------------------------------- the catalogue
-T, M, R, A, L = "posbias.theory", "posbias.masks", "posbias.rollout", "posbias.attention", "posbias.lnsim"
+T, M, R, A, L = ("posbias.science.theory", "posbias.science.masks", "posbias.science.rollout",
+                 "posbias.science.attention", "posbias.science.lnsim")
 
 MUTANTS: list[Mutant] = [
     # wu-thm-4-1
@@ -102,8 +103,8 @@ MUTANTS: list[Mutant] = [
            w.layer2_transposed, ("kim-thm-1",)),
     Mutant("thm1-lognormal-var0", f"{L}.layer1_offdiag_moments", "log-normal variance set to 0",
            w.lognormal_var0, ("kim-thm-1",)),
-    Mutant("slope-reversed", "posbias.lntheory.slope_contrast", "within-row slope taken against the reversed key "
-           "order (its sign flipped), in the simulations and the closed forms alike", w.slope_reversed,
+    Mutant("slope-reversed", "posbias.science.lntheory.slope_contrast", "within-row slope taken against the reversed "
+           "key order (its sign flipped), in the simulations and the closed forms alike", w.slope_reversed,
            ("kim-thm-1", "kim-prop-1", "kim-prop-3"), fresh=True),
     Mutant("layernorm-identity", f"{L}.layer_norm", "LayerNorm that returns its input", w.layernorm_identity,
            ("kim-thm-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2"), fresh=True),
@@ -160,11 +161,11 @@ MUTANTS: list[Mutant] = [
     Mutant("rope-base-tenth", f"{A}.rope_angles", "RoPE angles with a tenth of the base", w.rope_angles_base,
            ("kim-beyond-rope",)),
     # wu-what-networks-learned
-    Mutant("sweep-ceiling-no-collisions", "posbias.retrieval.max_count_mean", "the most frequent of N labels counted "
-           "once, as if no two classes shared a label", w.max_count_one, ("wu-what-networks-learned",)),
-    Mutant("copy-slot-as-random", "posbias.retrieval.closed_forms", "the best fixed slot's closed form taken as a "
-           "random slot's", w.copy_slot_as_random, ("wu-what-networks-learned",)),
-    Mutant("ic-sets-without-copy", "posbias.task.ic_test_set", "IC test sets without the planted copy of the "
+    Mutant("sweep-ceiling-no-collisions", "posbias.science.retrieval.max_count_mean", "the most frequent of N labels "
+           "counted once, as if no two classes shared a label", w.max_count_one, ("wu-what-networks-learned",)),
+    Mutant("copy-slot-as-random", "posbias.science.retrieval.closed_forms", "the best fixed slot's closed form taken "
+           "as a random slot's", w.copy_slot_as_random, ("wu-what-networks-learned",)),
+    Mutant("ic-sets-without-copy", "posbias.science.task.ic_test_set", "IC test sets without the planted copy of the "
            "correct item", w.ic_sets_without_copy, ("wu-what-networks-learned",)),
     # closed forms a page shows (issue 96)
     # wu-thm-4-1

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from posbias.mutation import Mutant
+from posbias.book.mutation import Mutant
 
 
 def _accuracy_over_n_plus_one(orig):
@@ -52,7 +52,7 @@ def _sink_alpha_row_count(orig):
 
 def _sink_share_unthresholded(orig):
     def sink_share(attn, mask, threshold=0.3):
-        from posbias.evaluate import sink_alpha
+        from posbias.measures.evaluate import sink_alpha
 
         return sink_alpha(attn, mask).flatten(0, -2).mean(0)    # mean alpha_k, no threshold
     return sink_share
@@ -232,7 +232,7 @@ def _residual_flag_dropped(rec):
 # closed forms a page shows (issue 96): each asserted by a check against an independent value
 def _uniform_over_one_more(orig):
     def uniform_sink_alpha(mask):
-        from posbias.evaluate import sink_alpha
+        from posbias.measures.evaluate import sink_alpha
 
         m = mask.to(torch.float64)
         return sink_alpha(m / (m.sum(-1, keepdim=True) + 1), mask)   # each row spread over one key more than it sees
@@ -259,7 +259,7 @@ def _kv_shape_query_heads(orig):
 
 def _copy_random_without_chance(orig):
     def closed_forms(*args, **kwargs):
-        from posbias.task import TaskConfig
+        from posbias.science.task import TaskConfig
 
         cfg = args[0] if args else kwargs.get("config", TaskConfig())
         out = orig(*args, **kwargs)
@@ -270,7 +270,7 @@ def _copy_random_without_chance(orig):
 
 def _sweep_ceiling_over_n_plus_one(orig):
     def closed_forms(*args, **kwargs):
-        from posbias.task import TaskConfig
+        from posbias.science.task import TaskConfig
 
         n = (args[0] if args else kwargs.get("config", TaskConfig())).n_items
         out = orig(*args, **kwargs)
@@ -284,7 +284,7 @@ def _uniform_share_over_n_plus_one(orig):
     return lambda n: orig(n) * n / (n + 1)                           # H_n / (n + 1): one token too many shared over
 
 
-E, C, MD, LL = "posbias.evaluate", "posbias.convergence", "posbias.model", "posbias.llm"
+E, C, MD, LL = "posbias.measures.evaluate", "posbias.measures.convergence", "posbias.science.model", "posbias.llm"
 TRAINED = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-fig-5", "wu-fig-6", "wu-residual-depth")
 GAPS = ("wu-fig-2", "wu-fig-3", "wu-fig-4", "wu-residual-depth")
 
@@ -313,23 +313,23 @@ TRAINED_MUTANTS: list[Mutant] = [
            _gap_curve_one_early, ("wu-bias-over-training",)),
     Mutant("window-change-slope", f"{C}.window_change", "the stopping rule's change over the window as a "
            "slope per iteration", _window_change_slope, ("wu-bias-over-training",)),
-    Mutant("budget-reading-40k", "posbias.budget.reading", "a network read over the last 40,000 iterations "
+    Mutant("budget-reading-40k", "posbias.analysis.budget.reading", "a network read over the last 40,000 iterations "
            "(nine evaluations), not the declared 50,000", _reading_40k, ("wu-bias-over-training",)),
     Mutant("best-kept-at-highest", "posbias.training.heldout.BestWeights", "the weights kept at a higher held-out "
            "loss than the lowest", _best_kept_at_highest, ("wu-bias-over-training",), own_cache=True),
-    Mutant("design-margin-widened", "posbias.budget.DESIGN", "the design in the code with a still-moving "
+    Mutant("design-margin-widened", "posbias.analysis.budget.DESIGN", "the design in the code with a still-moving "
            "margin of 0.03, not the declared 0.02", _design_margin_widened, ("wu-bias-over-training",)),
-    Mutant("jump-every-50k", "posbias.jump.DESIGN", "the jump study's design in the code keeping weights every "
-           "50,000 iterations, not the declared 25,000", _jump_every_50k, ("wu-bias-over-training",)),
-    Mutant("budget-deep-250k", "posbias.budget.budget", "a depth-6 budget of 250,000 iterations, not the "
+    Mutant("jump-every-50k", "posbias.analysis.jump.DESIGN", "the jump study's design in the code keeping weights "
+           "every 50,000 iterations, not the declared 25,000", _jump_every_50k, ("wu-bias-over-training",)),
+    Mutant("budget-deep-250k", "posbias.analysis.budget.budget", "a depth-6 budget of 250,000 iterations, not the "
            "declared 300,000", _budget_deep_250k, ("wu-bias-over-training",)),
-    Mutant("best-reading-at-highest", "posbias.budget.best_reading", "the secondary reading at the evaluation of "
-           "highest held-out loss", _best_reading_at_highest, ("wu-bias-over-training",)),
+    Mutant("best-reading-at-highest", "posbias.analysis.budget.best_reading", "the secondary reading at the evaluation "
+           "of highest held-out loss", _best_reading_at_highest, ("wu-bias-over-training",)),
     Mutant("evaluations-labelled-by-last-batch", "posbias.training.loop.Ensemble", "each evaluation labelled with "
            "the index of its last batch (one less than the iterations done)", _evaluations_labelled_by_last_batch,
            ("wu-bias-over-training",), own_cache=True),
-    Mutant("branches-never-cut", "posbias.budget.branches", "every network of a configuration put in one branch",
-           _branches_never_cut, ("wu-bias-over-training",)),
+    Mutant("branches-never-cut", "posbias.analysis.budget.branches",
+           "every network of a configuration put in one branch", _branches_never_cut, ("wu-bias-over-training",)),
     Mutant("paper-reads-default", "posbias.training.campaigns.stored_campaign", "the committed paper-profile "
            "networks looked up under the default profile", _paper_reads_default, TRAINED[:5]),
     Mutant("rule-window-40k", f"{C}.rule", "the stopping rule looked up with a 40,000-iteration window",
@@ -354,12 +354,12 @@ TRAINED_MUTANTS: list[Mutant] = [
     # closed forms a page shows (issue 96)
     Mutant("uniform-alpha-one-more-key", f"{E}.uniform_sink_alpha", "uniform attention spread over one key more "
            "than each query sees", _uniform_over_one_more, ("wu-fig-6", "sinks-synthetic-vs-real")),
-    Mutant("trend-per-token", "posbias.claims.quantities._trend_weights", "the least-squares trend over the mask "
-           "sizes as a slope per token, not its change over the range", _trend_per_token, ("wu-fig-6",)),
-    Mutant("retrieval-copy-random-no-chance", "posbias.retrieval.closed_forms", "copying a random context label "
-           "scored B/N, without the chance that another label equals the query's", _copy_random_without_chance,
+    Mutant("trend-per-token", "posbias.analysis.claims.quantities._trend_weights", "the least-squares trend over the "
+           "mask sizes as a slope per token, not its change over the range", _trend_per_token, ("wu-fig-6",)),
+    Mutant("retrieval-copy-random-no-chance", "posbias.science.retrieval.closed_forms", "copying a random context "
+           "label scored B/N, without the chance that another label equals the query's", _copy_random_without_chance,
            ("wu-fig-2",)),
-    Mutant("retrieval-sweep-ceiling-n-plus-one", "posbias.retrieval.closed_forms", "the sweep's ceiling for a "
+    Mutant("retrieval-sweep-ceiling-n-plus-one", "posbias.science.retrieval.closed_forms", "the sweep's ceiling for a "
            "network ignoring the query as E[largest label count] / (N + 1)", _sweep_ceiling_over_n_plus_one,
            ("wu-fig-2",)),
     Mutant("uniform-share-one-token-more", f"{LL}.tables.uniform_alpha_first", "token 1's uniform share over "

@@ -26,13 +26,14 @@ import sys
 import time
 from pathlib import Path
 
-from posbias.store import atomic_write_text
+from posbias.storage.store import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ["posbias/theory.py", "posbias/masks.py", "posbias/rollout.py", "posbias/attention.py",
-           "posbias/lnsim.py", "posbias/lntheory.py",
+MODULES = ["posbias/science/theory.py", "posbias/science/masks.py", "posbias/science/rollout.py",
+           "posbias/science/attention.py", "posbias/science/lnsim.py", "posbias/science/lntheory.py",
            # the measurement code every trained-figure verdict rests on (issue 70)
-           "posbias/evaluate.py", "posbias/claims/quantities.py", "posbias/stats.py", "posbias/llm/sinks.py"]
+           "posbias/measures/evaluate.py", "posbias/analysis/claims/quantities.py", "posbias/measures/stats.py",
+           "posbias/llm/sinks.py"]
 #: The unit tests of the mutated modules, run beside the chapters' smoke checks.
 UNIT_TESTS = ["tests/test_theory.py", "tests/test_masks.py", "tests/test_rollout.py", "tests/test_attention.py",
               "tests/test_lnsim.py", "tests/test_lnsim_checks.py", "tests/test_lntheory.py", "tests/test_evaluate.py",
@@ -41,8 +42,9 @@ UNIT_TESTS = ["tests/test_theory.py", "tests/test_masks.py", "tests/test_rollout
 #: The science core (issue 96), tested whole: every mutant of these modules, not a sample. The modules the
 #: book's derivations and the networks rest on: masks, attention, rollout, the closed forms, the LayerNorm
 #: formulas and simulator, the task, the model and the retrieval baselines.
-CORE = ["posbias/masks.py", "posbias/attention.py", "posbias/rollout.py", "posbias/theory.py",
-        "posbias/lntheory.py", "posbias/lnsim.py", "posbias/task.py", "posbias/model.py", "posbias/retrieval.py"]
+CORE = ["posbias/science/masks.py", "posbias/science/attention.py", "posbias/science/rollout.py",
+        "posbias/science/theory.py", "posbias/science/lntheory.py", "posbias/science/lnsim.py",
+        "posbias/science/task.py", "posbias/science/model.py", "posbias/science/retrieval.py"]
 CORE_TESTS = ["tests/test_masks.py", "tests/test_attention.py", "tests/test_rollout.py", "tests/test_theory.py",
               "tests/test_lntheory.py", "tests/test_lnsim.py", "tests/test_lnsim_checks.py", "tests/test_task.py",
               "tests/test_model.py", "tests/test_retrieval.py"]
@@ -126,12 +128,29 @@ def _prepare(work: Path, modules: str = "sample", commit: str | None = None) -> 
     (work / "data").symlink_to(ROOT / "data")       # read-only use: results are recomputed fresh
     (work / "COMMIT").write_text((commit or _head()) + "\n")
     (work / "SET").write_text(modules + "\n")
-    (work / "setup.cfg").write_text(_config(modules))
+    (work / "setup.cfg").write_text(_config(modules, _sets_at(work / "tests" / "mutmut_run.py") if commit else None))
 
 
-def _config(modules: str = "sample") -> str:
-    """mutmut's configuration: the mutated modules and the test files of the set ``modules`` (:data:`SETS`)."""
-    paths, tests = SETS[modules]
+def _sets_at(script: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """The module sets (:data:`SETS`) as ``script``, this file at another commit, lists them: a run continued from
+    a record made before modules moved (issue 97) mutates the paths its commit has."""
+    import ast
+
+    lists = {}
+    for node in ast.parse(script.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                lists[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return {"sample": (lists["MODULES"], lists["UNIT_TESTS"]),
+            "core": (lists.get("CORE", []), lists.get("CORE_TESTS", []))}
+
+
+def _config(modules: str = "sample", sets: dict[str, tuple[list[str], list[str]]] | None = None) -> str:
+    """mutmut's configuration: the mutated modules and the test files of the set ``modules`` (:data:`SETS`, or
+    ``sets``)."""
+    paths, tests = (sets or SETS)[modules]
     return CONFIG.format(paths="\n".join("    " + m for m in paths),
                          tests="\n".join("    " + t for t in ["tests/mutmut_smoke.py", *tests]))
 

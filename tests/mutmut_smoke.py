@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from posbias.mutation import execute_chapter, failed_checks
+from posbias.book.mutation import execute_chapter, failed_checks
 
 THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", "wu-center-nodes",
           "kim-thm-1", "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "kim-beyond-rope"]

@@ -5,7 +5,7 @@ and ``max_len`` distinct items where declared), the other parameters at the smok
 ``strategy(chapter)``: hypothesis draws of valid-looking points (every parameter within its declared
 type and range). ``try_point`` does what ``posbias run --profile smoke`` does before and during a run:
 validate (exit 2), the cost guard with a budget in estimated seconds (exit 2, as ``POSBIAS_MAX_SECONDS``
-makes ``posbias run`` refuse), then execute the chapter in this process (:mod:`posbias.mutation`):
+makes ``posbias run`` refuse), then execute the chapter in this process (:mod:`posbias.book.mutation`):
 0 every check passed, 3 a check failed, 1 it raised. Used by ``tests/test_param_edges.py`` and
 ``make fuzz`` (``tests/fuzz_params.py``).
 """
@@ -19,8 +19,8 @@ import resource
 import traceback
 from typing import Any, Iterator
 
-from posbias import cost, mutation
-from posbias.chapters import Chapter, ParamError, Param
+from posbias.book import cost, mutation
+from posbias.book.chapters import Chapter, ParamError, Param
 
 BIG = 2**32 - 1
 #: address space a point may use (MiB): a cost model that underestimates memory then shows as a

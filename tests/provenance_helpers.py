@@ -1,7 +1,7 @@
 """Synthetic sittings and summaries for the tests of a unit's provenance (issue 95): a GPU sitting like those
 the confirmation units began with, CPU sittings, and one edit per kind of contradiction between a summary
 and its sittings."""
-from posbias import provenance
+from posbias.storage import provenance
 
 NUM = {"cpu_capability": "AVX512", "torch_threads": 1, "flush_denormal": True, "engine": "v2"}
 AMD = {"vendor": "AuthenticAMD", "model_name": "AMD EPYC", "torch_capability": "AVX512"}

@@ -1,13 +1,13 @@
-"""Property tests of posbias.attention."""
+"""Property tests of posbias.science.attention."""
 import math
 
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from posbias.attention import (apply_rope, decay_bias, masked_softmax, random_attention_stack,
-                               rope_angles, sinusoidal_pe)
-from posbias.masks import make_mask
+from posbias.science.attention import (apply_rope, decay_bias, masked_softmax, random_attention_stack,
+                                       rope_angles, sinusoidal_pe)
+from posbias.science.masks import make_mask
 
 MASK = st.sampled_from(["full", "causal", "window", "prefix"])
 
@@ -113,7 +113,7 @@ def test_rope_refuses_an_odd_width_and_says_why():
 
 
 def test_random_stacks_default_to_seed_zero_and_apply_rope_when_given_a_base():
-    from posbias.attention import iter_random_attention
+    from posbias.science.attention import iter_random_attention
 
     mask = make_mask("causal", 6)
     plain, _ = random_attention_stack(mask, 2, samples=2)
@@ -141,7 +141,7 @@ def test_masked_softmax_rejects_an_empty_row_in_a_batched_mask():
 def test_rope_angles_default_base_is_ten_thousand():
     """d = 4: theta = (1, 10000^(-1/2)) = (1, 0.01), so position 1's angles are exactly (1, 0.01) by hand.
     Sees a different default base (10001 gives 0.0099995)."""
-    from posbias.attention import rope_angles
+    from posbias.science.attention import rope_angles
 
     ang = rope_angles(2, 4)
     assert ang[0].tolist() == [0.0, 0.0]

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from posbias.build import toc_chapters
+from posbias.book.build import toc_chapters
 from conftest import posbias_cmd
 
 pytestmark = pytest.mark.book
@@ -62,11 +62,11 @@ def test_every_figure_entry_states_the_settings_of_what_it_draws(smoke_book, mon
     Figure 2's paper-settings figure names the committed networks' settings, not the smoke run's."""
     from PIL import Image
 
-    from posbias import evidence
-    from posbias.cite import figure_note
+    from posbias.analysis import evidence
+    from posbias.book.cite import figure_note
 
     monkeypatch.setenv("POSBIAS_CACHE", str(smoke_book["root"] / ".cache"))
-    monkeypatch.setattr("posbias.provenance.ROOT", smoke_book["root"])
+    monkeypatch.setattr("posbias.storage.provenance.ROOT", smoke_book["root"])
     executed = smoke_book["root"] / "book" / "_executed"
     cite_page = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", (smoke_book["html"] / "book" / "_executed" /
                                                            "how-to-cite.html").read_text()))
@@ -103,7 +103,7 @@ def test_every_address_the_book_prints_exists_in_the_built_site(smoke_book):
     """Every URL under the book's address on any built page (the citation entries above all) is short,
     ``<site>/c/<chapter>.html`` or the site itself, and resolves in the built site: the short address
     is a redirect whose target page exists."""
-    from posbias.cite import BOOK_URL, SHORT
+    from posbias.book.cite import BOOK_URL, SHORT
 
     html_dir = smoke_book["html"]
     urls = set()

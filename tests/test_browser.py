@@ -18,7 +18,7 @@ from urllib.parse import urljoin, urldefrag, urlparse
 import pytest
 import yaml
 
-from posbias.cite import SHORT
+from posbias.book.cite import SHORT
 
 pytestmark = pytest.mark.book
 
@@ -58,7 +58,7 @@ VIEWPORT = {"width": 1280, "height": 800}
 READER_PAGES = {"landing": "book/intro.html", "wu-fig-2": "book/_executed/wu-fig-2/wu-fig-2.html",
                 "sinks-streaming": "book/_executed/sinks-streaming/sinks-streaming.html"}
 # widths that scroll sideways: the document's, the main column's (the theme's article element), and
-# any code block's in it (a code cell of 100 characters fits a laptop's column: posbias/static/posbias.css)
+# any code block's in it (a code cell of 100 characters fits a laptop's column: posbias/book/static/posbias.css)
 SIDEWAYS_JS = """() => {
     const over = e => e && e.scrollWidth > e.clientWidth + 1 ? [e.scrollWidth, e.clientWidth] : null;
     const doc = document.scrollingElement || document.documentElement;
@@ -218,7 +218,7 @@ def test_the_alt_text_rule_sees_paths_and_missing_texts():
 
 def test_every_figure_has_a_written_alt_text(server):
     """Issue 98: a glued figure had its image's file path as alt text; now its caption's first sentence
-    (posbias.sphinxext, tests/test_sphinxext.py), or the alt text its author wrote."""
+    (posbias.book.sphinxext, tests/test_sphinxext.py), or the alt text its author wrote."""
     _browser_or_skip()
     from playwright.sync_api import sync_playwright
 

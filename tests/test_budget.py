@@ -1,9 +1,9 @@
-"""posbias.budget: the fixed-budget study's readings, plateau exits, branches and "still moving", on
+"""posbias.analysis.budget: the fixed-budget study's readings, plateau exits, branches and "still moving", on
 synthetic trajectories with a known jump, a known plateau and no jump."""
 import numpy as np
 import pytest
 
-from posbias import budget as bd
+from posbias.analysis import budget as bd
 
 STEPS = list(range(0, 500_001, 5000))
 

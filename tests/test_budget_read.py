@@ -1,9 +1,9 @@
-"""posbias.budget_read: the over-training chapter's tables and sentences on a synthetic study with a
+"""posbias.analysis.budget_read: the over-training chapter's tables and sentences on a synthetic study with a
 known 3 : 2 split, and "not yet" where networks are missing."""
 import numpy as np
 import pytest
 
-from posbias import budget_read as br
+from posbias.analysis import budget_read as br
 
 STEPS = list(range(0, 500_001, 5000))
 

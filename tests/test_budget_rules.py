@@ -1,9 +1,9 @@
-"""posbias.budget_rules: issue 92's readings of the fixed-budget study on synthetic networks of known shape."""
+"""posbias.analysis.budget_rules: issue 92's readings of the fixed-budget study on synthetic networks of known shape."""
 import numpy as np
 import pytest
 
-from posbias import budget_read as br
-from posbias import budget_rules as rules
+from posbias.analysis import budget_read as br
+from posbias.analysis import budget_rules as rules
 
 from test_budget_read import STEPS, _run, _study
 

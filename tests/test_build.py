@@ -36,7 +36,7 @@ def test_a_failing_chapter_stops_the_build_and_leaves_no_book(tmp_path):
     stale = tree / "_build" / "html"
     stale.mkdir(parents=True)
     (stale / "index.html").write_text("an older book whose status page says every chapter passed")
-    code = ("import sys; from posbias.build import build; "
+    code = ("import sys; from posbias.book.build import build; "
             "sys.exit(build(profile='smoke', chapters=['zz-broken', 'wu-thm-4-1']))")
     env = dict(os.environ, PYTHONPATH=str(tree), POSBIAS_CACHE=str(tmp_path / "cache"), POSBIAS_GIT_COMMIT="test")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True,
@@ -50,8 +50,8 @@ def test_a_failing_chapter_stops_the_build_and_leaves_no_book(tmp_path):
 
 
 def test_each_chapter_gets_a_short_address_that_redirects_to_its_page(tmp_path):
-    from posbias.build import write_redirects
-    from posbias.cite import chapter_url
+    from posbias.book.build import write_redirects
+    from posbias.book.cite import chapter_url
 
     for cid in ("wu-fig-2", "kim-thm-1"):
         page = tmp_path / "book" / "_executed" / cid / f"{cid}.html"
@@ -70,8 +70,8 @@ def test_each_chapter_gets_a_short_address_that_redirects_to_its_page(tmp_path):
 def test_every_chapter_is_in_the_table_of_contents_and_every_entry_is_a_chapter_or_page():
     """A notebook missing from _toc.yml would silently leave the book (issue 97): the toc's chapters are exactly
     the notebooks, and every other toc entry is a page in book/ or one `posbias build` generates."""
-    from posbias.build import GENERATED, toc_chapters, toc_files
-    from posbias.chapters import chapter_ids
+    from posbias.book.build import GENERATED, toc_chapters, toc_files
+    from posbias.book.chapters import chapter_ids
 
     chapters = toc_chapters()
     assert sorted(chapters) == chapter_ids() and len(chapters) == len(set(chapters))

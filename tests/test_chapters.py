@@ -5,8 +5,8 @@ import re
 import jupytext
 import pytest
 
-from posbias.chapters import PROFILES, ParamError, chapter_ids, get_chapter
-from posbias.provenance import ROOT
+from posbias.book.chapters import PROFILES, ParamError, chapter_ids, get_chapter
+from posbias.storage.provenance import ROOT
 
 CHAPTERS = chapter_ids()
 
@@ -72,7 +72,7 @@ def test_types_are_parsed():
 
 
 def test_constraints_refuse_impossible_combinations():
-    from posbias.chapters import Chapter, Param
+    from posbias.book.chapters import Chapter, Param
 
     ch = Chapter("x", None, "x", {"n": Param("n", "int", 8, "tokens", 1), "w": Param("w", "int", 4, "window", 1)},
                  {}, [{"rule": "w <= n", "message": "a window cannot be wider than the sequence"}])
@@ -82,7 +82,7 @@ def test_constraints_refuse_impossible_combinations():
 
 
 def test_constraint_language_is_restricted():
-    from posbias.chapters import compile_rule
+    from posbias.book.chapters import compile_rule
 
     with pytest.raises(ValueError):
         compile_rule("__import__('os').system('true')")
@@ -117,11 +117,11 @@ def test_impossible_combinations_in_real_chapters_are_refused(cid, overrides, pa
 
 @pytest.mark.parametrize("cid", CHAPTERS)
 def test_every_chapter_declares_a_cost_model_that_evaluates_in_every_profile(cid):
-    """The front matter's cost model (posbias.cost) gives a positive, finite estimate for every profile,
+    """The front matter's cost model (posbias.book.cost) gives a positive, finite estimate for every profile,
     names its calibration, and the smoke profile (seconds-scale, for CI) is estimated under ten minutes."""
     import math
 
-    from posbias import cost
+    from posbias.book import cost
 
     ch = get_chapter(cid)
     model = ch.meta.get("cost") or {}
@@ -144,7 +144,7 @@ def test_an_undeclared_converged_profile_is_refused():
 def test_a_cost_block_with_unknown_keys_or_unsafe_expressions_is_refused(tmp_path, monkeypatch):
     import re
 
-    from posbias import chapters
+    from posbias.book import chapters
 
     text = (chapters.NOTEBOOKS / "wu-thm-4-1.md").read_text()
     monkeypatch.setattr(chapters, "NOTEBOOKS", tmp_path)
@@ -160,7 +160,7 @@ def test_a_cost_block_with_unknown_keys_or_unsafe_expressions_is_refused(tmp_pat
 def test_a_constraint_may_use_a_generator_expression_over_the_parameters():
     from pathlib import Path
 
-    from posbias.chapters import Chapter, Param
+    from posbias.book.chapters import Chapter, Param
 
     ch = Chapter("zz", Path("zz.md"), "zz",
                  {"n": Param("n", "int", 8, "n"), "ws": Param("ws", "int_list", [2, 4], "ws")},
@@ -186,7 +186,7 @@ def test_the_sink_threshold_constraint_is_the_uniform_share_of_token_one():
 
 
 def test_empty_items_duplicates_and_long_numbers_are_refused_in_a_few_words():
-    from posbias.chapters import Param
+    from posbias.book.chapters import Param
 
     grid = Param("d_list", "int_list", [16, 64], "widths", 4, 4096, unique=True, max_len=3)
     with pytest.raises(ParamError, match="empty item"):
@@ -221,7 +221,7 @@ def test_duplicates_are_refused_where_a_chapter_declares_them_unique():
 # --------------------------------------------------------------------------- figure captions: one source
 
 def test_figure_captions_are_the_directive_bodies_without_options():
-    from posbias.chapters import figure_captions
+    from posbias.book.chapters import figure_captions
 
     text = """---
 title: "```{glue:figure} not-in-the-header"
@@ -270,7 +270,7 @@ With colons.
 
 
 def test_figure_captions_refuse_a_name_given_twice_or_none():
-    from posbias.chapters import figure_captions
+    from posbias.book.chapters import figure_captions
 
     with pytest.raises(ValueError, match=r"x.md: two ```\{glue:figure\} a directives"):
         figure_captions("```{glue:figure} a\none\n```\n\n```{glue:figure} a\ntwo\n```\n", "x.md")

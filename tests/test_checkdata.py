@@ -10,8 +10,9 @@ import shutil
 import pytest
 from provenance_helpers import CONTRADICTIONS, _consistent
 
-from posbias import checkdata, parking, recompute, store
-from posbias.provenance import ROOT, unit_words
+from posbias.storage import parking, recompute, store
+from posbias.book import checkdata
+from posbias.storage.provenance import ROOT, unit_words
 
 
 @pytest.fixture()
@@ -188,7 +189,7 @@ def test_tolerance_is_exact_on_the_recording_cpu_and_wider_on_another(data_copy,
     provenance, not identity: the CPU build reads it under the CPU key), it is within the stated 0.05
     and says why. Every sitting counts: a unit that began on a GPU or another CPU and finished on this
     one is not this CPU's bits."""
-    from posbias.provenance import cpu_info, sha256_file, with_summary
+    from posbias.storage.provenance import cpu_info, sha256_file, with_summary
 
     path = _cheapest(data_copy, "wu-units")
     rec = json.loads(path.read_text())
@@ -372,7 +373,7 @@ def test_a_record_without_sittings_is_its_own_sitting_and_needs_its_commit_or_a_
 
 
 def test_a_record_of_mixed_thread_counts_is_recomputed_with_its_last_sittings():
-    from posbias.provenance import record_threads
+    from posbias.storage.provenance import record_threads
 
     assert record_threads({"torch_threads": 2}) == 2
     assert record_threads({"torch_threads": "mixed", "sittings": [{"torch_threads": 2}, {"torch_threads": 1}]}) == 1

@@ -1,10 +1,10 @@
-"""posbias.cite: the Re-run and Cite boxes, and the generated status and how-to-cite pages."""
+"""posbias.book.cite: the Re-run and Cite boxes, and the generated status and how-to-cite pages."""
 import shlex
 
 import pytest
 
-from posbias.chapters import chapter_ids, get_chapter
-from posbias.cite import code_gaps_section, figure_bibtex, footer_markdown, rerun_command, status_page
+from posbias.book.chapters import chapter_ids, get_chapter
+from posbias.book.cite import code_gaps_section, figure_bibtex, footer_markdown, rerun_command, status_page
 
 
 @pytest.mark.parametrize("cid", chapter_ids())
@@ -45,7 +45,7 @@ def test_status_page_lists_every_chapter_its_checks_and_data():
 
 def test_status_page_shows_how_many_mutants_each_check_kills():
     """Counts come from book/teeth.json (what tests/test_mutations.py measured), never typed."""
-    from posbias.teeth import read_teeth
+    from posbias.book.teeth import read_teeth
 
     teeth = read_teeth()["chapters"]
     res = _result("wu-thm-4-5")
@@ -82,7 +82,7 @@ def test_footer_shows_the_command_and_every_parameter():
 
 
 def test_figure_note_says_what_a_figure_is_made_of_and_keeps_bibtex_braces_out():
-    from posbias.cite import figure_note
+    from posbias.book.cite import figure_note
 
     ev = {"words": 'a setting {"x": 1}', "files": 1, "list_sha256": "abc"}
     drawn = figure_note({"evidence": ev, "data_scope": "drawn"})
@@ -93,7 +93,7 @@ def test_figure_note_says_what_a_figure_is_made_of_and_keeps_bibtex_braces_out()
 
 
 def test_a_figure_cannot_name_a_stored_result_that_is_not_there(tmp_path, monkeypatch):
-    from posbias import evidence
+    from posbias.analysis import evidence
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="neither in data/ nor in the cache"):
@@ -105,7 +105,7 @@ def test_the_status_page_names_networks_trained_from_uncommitted_code(tmp_path):
     configuration, and every one with a sitting that records no commit, with why."""
     import json
 
-    from posbias import provenance, store
+    from posbias.storage import provenance, store
 
     folder = tmp_path / "wu-units"
     folder.mkdir()

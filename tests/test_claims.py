@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posbias import claims
-from posbias.claims import tables
+from posbias.analysis import claims
+from posbias.analysis.claims import tables
 
 PAPER = Path(__file__).resolve().parents[1].parent / "shared" / "papers" / "wu2025-emergence-of-position-bias.txt"
 N_TEST = 10_000
@@ -136,7 +136,7 @@ def test_a_verdict_on_networks_trained_from_uncommitted_code_says_so_beside_it(t
     column, which configuration's networks trained partly from uncommitted code and how many."""
     import json
 
-    from posbias import store
+    from posbias.storage import store
     from posbias.training.units import UNIT_EXPERIMENT, VERSION
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))

@@ -25,7 +25,7 @@ x = 1
 ```
 
 ```{{code-cell}} ipython3
-from posbias import report
+from posbias.storage import report
 report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))
 ```
 
@@ -277,7 +277,7 @@ def test_a_figures_caption_is_its_directive_with_the_glued_values_and_the_save_c
 
 def test_a_run_that_records_no_check_is_not_ok(tree, tmp_path):
     (tree / "notebooks" / "zz-nocheck.md").write_text(HEADER.format(title="No check", body="print(1)").replace(
-        'report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))', "from posbias import report"))
+        'report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))', "from posbias.storage import report"))
     try:
         proc = run(tree, "run", "zz-nocheck", "--out", str(tmp_path / "o"))
     finally:
@@ -330,7 +330,8 @@ def test_a_damaged_committed_unit_stops_the_chapter_that_reads_it(tree, tmp_path
     Now the chapter raises (exit 1) with the file and the fix, and writes nothing over data/."""
     own = tmp_path / "tree"
     shutil.copytree(tree, own, ignore=IGNORE)
-    from posbias import store, training
+    from posbias import training
+    from posbias.storage import store
 
     paper = training.units_of("wu-fig-2", "paper", dict(depths=[2, 4, 6]))
     name = store.result_name(training.UNIT_EXPERIMENT, paper["decay|2"][0].params(), training.VERSION)
@@ -348,7 +349,7 @@ def test_the_readme_examples_write_under_folders_git_ignores():
     clean; and the README says how long its two commands take."""
     import re
 
-    from posbias import runner
+    from posbias.book import runner
 
     readme = (ROOT / "README.md").read_text()
     commands = "\n".join(re.findall(r"```bash\n(.*?)```", readme, re.S))

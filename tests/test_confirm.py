@@ -1,4 +1,4 @@
-"""The confirmatory judge (posbias/claims/confirm.py): the frozen register only, fresh seeds only,
+"""The confirmatory judge (posbias/analysis/claims/confirm.py): the frozen register only, fresh seeds only,
 units trained after the freeze only; and the committed freeze precedes every confirmation unit."""
 import dataclasses
 import subprocess
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from posbias import claims
-from posbias.chapters import ParamError
-from posbias.claims import confirm
+from posbias.analysis import claims
+from posbias.book.chapters import ParamError
+from posbias.analysis.claims import confirm
 from posbias.training import campaigns
 from posbias.training.units import CONFIRM_TEST_SEED, SINK_SEED, TEST_SEED, Unit, unit_key
 
@@ -131,7 +131,7 @@ def test_agreement_compares_verdicts_after_holm():
 def test_a_confirmation_unit_draws_fresh_test_sequences():
     """The confirm profile's units: seeds 5-9, the fresh test draw (another key, other IC sets, sweep and
     attention batches), the paper's settings; the exploratory units keep their keys and draws."""
-    from posbias.task import TaskConfig
+    from posbias.science.task import TaskConfig
     from posbias.training.units import test_sets
 
     paper = campaigns.units_of("wu-fig-2", "paper", {})["No PE|2"][0]
@@ -157,7 +157,8 @@ def test_the_committed_freeze_precedes_every_confirmation_unit():
     fz = confirm.frozen()
     assert fz.first_seed == 5 and fz.test_seed == CONFIRM_TEST_SEED
     confirm.judge_confirmatory()                                # raises on a unit the freeze does not allow
-    git = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "posbias/claims/wu2025.frozen.yml"],
+    git = subprocess.run(["git", "log", "--follow", "--diff-filter=A", "--format=%H", "--",
+                          "posbias/analysis/claims/wu2025.frozen.yml"],
                          cwd=ROOT, capture_output=True, text=True)
     if git.returncode != 0 or not git.stdout.strip():
         pytest.skip("no git history here to order the freeze and the units")
@@ -195,15 +196,20 @@ def test_the_plan_prices_each_new_unit_once_at_its_depths_pace():
 def test_code_changes_name_each_file_whose_hash_moved_since_the_freeze(frozen_copy):
     _, fz = frozen_copy
     assert confirm.code_changes(fz) == [] and confirm.code_change_log(fz) == {}
-    moved = dataclasses.replace(fz, code={**fz.code, "posbias/stats.py": "0" * 64})
-    assert confirm.code_changes(moved) == ["posbias/stats.py"]
+    moved = dataclasses.replace(fz, code={**fz.code, "posbias/measures/stats.py": "0" * 64})
+    assert confirm.code_changes(moved) == ["posbias/measures/stats.py"]
+    # the committed freeze names the files where they were before issue 97 moved them: read through AT_FREEZE
+    before = dataclasses.replace(fz, code={confirm.AT_FREEZE[p]: h for p, h in fz.code.items()})
+    assert confirm.code_changes(before) == []
+    before.code["posbias/stats.py"] = "0" * 64
+    assert confirm.code_changes(before) == ["posbias/measures/stats.py"]
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs the repository's git history")
 def test_code_change_log_gives_the_commits_since_the_freeze_oldest_first():
     log = confirm.code_change_log()
-    assert "posbias/claims/__init__.py" in log
-    first = log["posbias/claims/__init__.py"][0]
+    assert "posbias/analysis/claims/__init__.py" in log
+    first = log["posbias/analysis/claims/__init__.py"][0]
     assert first.endswith(" claims: the package no longer re-exports its tables; no import cycle")
 
 

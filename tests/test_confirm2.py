@@ -1,11 +1,11 @@
-"""The second confirmation's design (posbias/claims/confirm2.py): its primary family, its power rule, its price,
-and the frozen file, written before any of its networks trains."""
+"""The second confirmation's design (posbias/analysis/claims/confirm2.py): its primary family, its power rule, its
+price, and the frozen file, written before any of its networks trains."""
 import pytest
 from scipy import stats as st
 
-from posbias import claims
-from posbias.claims import confirm2, power
-from posbias.claims.tables import coverage
+from posbias.analysis import claims
+from posbias.analysis.claims import confirm2, power
+from posbias.analysis.claims.tables import coverage
 from posbias.training.campaigns import stored_campaign, units_of
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posbias import convergence as cv
-from posbias import train
+from posbias.measures import convergence as cv
+from posbias import training as train
 
 N_TEST = 10_000
 

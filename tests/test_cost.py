@@ -1,12 +1,12 @@
-"""posbias.cost: the estimate a run prints first, and the refusals it leads to before any work."""
+"""posbias.book.cost: the estimate a run prints first, and the refusals it leads to before any work."""
 import io
 from pathlib import Path
 
 import pytest
 
 from conftest import network_step_seconds
-from posbias import accounting, cost, runner
-from posbias.chapters import Chapter, ParamError, get_chapter
+from posbias.book import accounting, cost, runner
+from posbias.book.chapters import Chapter, ParamError, get_chapter
 
 
 def _chapter(seconds: str, memory: str) -> Chapter:
@@ -99,7 +99,7 @@ def test_a_trained_chapter_counts_its_attention_maps_in_the_peak(monkeypatch):
 def test_campaign_cost_of_a_finished_campaign_is_its_measured_training_time():
     """Figure 2's paper campaign is committed: nothing to go, and the hours trained are the stored
     units' ensembles' wall times, each ensemble once."""
-    from posbias import train
+    from posbias import training as train
 
     c = accounting.campaign_cost("wu-fig-2")
     units = [u for us in train.stored_campaign("wu-fig-2", "paper").values() for u in us]

@@ -7,7 +7,7 @@ import pytest
 import torch
 from training_helpers import _crash_at_step, _unit
 
-from posbias import train
+from posbias import training as train
 from posbias.training import units as units_mod
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device torch can see")

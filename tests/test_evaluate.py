@@ -1,16 +1,16 @@
-"""posbias.evaluate: gaps, sink metric and accuracies on hand-made inputs."""
+"""posbias.measures.evaluate: gaps, sink metric and accuracies on hand-made inputs."""
 import dataclasses
 
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from posbias import evaluate as ev
-from posbias.evaluate import gaps, sink_alpha, sink_share
-from posbias.task import accuracy
-from posbias.masks import make_mask
-from posbias.model import EnsembleNet, MemberConfig
-from posbias.task import TaskConfig, ic_test_set, make_task
+from posbias.measures import evaluate as ev
+from posbias.measures.evaluate import gaps, sink_alpha, sink_share
+from posbias.science.task import accuracy
+from posbias.science.masks import make_mask
+from posbias.science.model import EnsembleNet, MemberConfig
+from posbias.science.task import TaskConfig, ic_test_set, make_task
 
 
 def test_gaps_are_differences_of_mirrored_sets():
@@ -71,14 +71,14 @@ def test_rising_detects_accuracy_still_rising_beyond_its_noise():
 
 
 def _unit(acc, loss=(0.0, 3.4, 3.2), gap_shift=0.0):
-    from posbias.evaluate import gaps
+    from posbias.measures.evaluate import gaps
     g = {k: float(v) + gap_shift for k, v in gaps(acc).items()}
     return {"ic_accuracy": acc, "gaps": g, "params": {"depth": 2},
             "curves": {"step": [0, 1, 2], "loss": list(loss), **{n: [a, a, a] for n, a in acc.items()}}}
 
 
 def test_training_sanity_passes_on_a_sound_unit_and_flags_each_defect():
-    from posbias.evaluate import training_sanity
+    from posbias.measures.evaluate import training_sanity
     names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
     acc = {n: k / 1000 for n, k in zip(names, [300, 250, 280, 260, 270, 240])}
     s = training_sanity([_unit(acc)], n_test=1000)
@@ -89,7 +89,7 @@ def test_training_sanity_passes_on_a_sound_unit_and_flags_each_defect():
     assert unstable["loss_drop"] < 0 < unstable["best_drop"] and unstable["n_loss_rose"] == 1
     never = training_sanity([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 3.3, 3.4))], 1000)
     assert never["best_drop"] < 0 and never["n_loss_rose"] == 1
-    from posbias.evaluate import loss_rose
+    from posbias.measures.evaluate import loss_rose
     assert loss_rose([_unit(acc, loss=(0.0, 3.2, 3.0, 2.9)), _unit(acc, loss=(0.0, 3.2, 2.5, 3.4))]) == [1]
     assert training_sanity([_unit(acc)], 1024)["count_residual"] > 0.1                       # wrong set size
     assert training_sanity([_unit(acc, gap_shift=0.01)], 1000)["gap_residual"] > 0.009       # stale gaps
@@ -98,8 +98,8 @@ def test_training_sanity_passes_on_a_sound_unit_and_flags_each_defect():
 
 
 def test_check_training_late_rise_ok_refuses_only_a_network_that_never_learned(fresh):
-    from posbias import report
-    from posbias.evaluate import check_training
+    from posbias.storage import report
+    from posbias.measures.evaluate import check_training
     names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
     acc = {n: k / 1000 for n, k in zip(names, [300, 250, 280, 260, 270, 240])}
     sound, unstable, never = (_unit(acc, loss=L) for L in [(0.0, 3.2, 3.0, 2.9), (0.0, 3.2, 2.5, 3.4),
@@ -116,8 +116,8 @@ def test_check_training_late_rise_ok_refuses_only_a_network_that_never_learned(f
 def test_check_training_returns_and_glues_the_median_and_the_margin_over_chance(fresh):
     """Three sound networks with mean accuracies 0.2, 0.3 and 0.5 (all judged): the median is 0.3, the worst
     is 0.2 and its margin over chance is (0.2 - 1/32) / sqrt(p (1 - p) / (6 n_test)), p = 1/32."""
-    from posbias import report
-    from posbias.evaluate import check_training
+    from posbias.storage import report
+    from posbias.measures.evaluate import check_training
     names = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
     units = [_unit({n: a for n in names}, loss=(0.0, 3.2, 3.0, 2.9)) for a in (0.5, 0.2, 0.3)]
     s, values, p = check_training(units, 1000, steps=1000), report.record()["values"], 1 / 32
@@ -127,7 +127,7 @@ def test_check_training_returns_and_glues_the_median_and_the_margin_over_chance(
 
 
 def test_attention_residual_sees_mass_outside_the_mask():
-    from posbias.evaluate import attention_residual
+    from posbias.measures.evaluate import attention_residual
     T = 5
     causal = make_mask("causal", T)
     uniform = causal.double() / causal.double().sum(-1, keepdim=True)
@@ -138,7 +138,7 @@ def test_attention_residual_sees_mass_outside_the_mask():
 
 
 def test_uniform_sink_alpha_is_the_harmonic_baseline():
-    from posbias.masks import causal_mask, sliding_window_mask
+    from posbias.science.masks import causal_mask, sliding_window_mask
 
     T = 9
     harmonic = lambda n: sum(1 / i for i in range(1, n + 1))  # noqa: E731
@@ -217,7 +217,7 @@ def test_sink_summary_on_uniform_attention_and_on_a_first_token_sink():
 
 
 def test_check_attention_records_fails_on_a_leak_and_on_stale_alpha(fresh):
-    from posbias import report
+    from posbias.storage import report
 
     T = 5
     mask = make_mask("causal", T)
@@ -240,7 +240,7 @@ def test_check_training_judges_learning_only_where_networks_have_learned(fresh):
     """learning_judged: none below LEARNING_STEPS (a loss that rose by batch noise on the chance plateau is
     not a failure), those of depth <= LEARNING_DEPTH from it on, every one from PAPER_STEPS; each skip and
     partial judgement says why."""
-    from posbias import report
+    from posbias.storage import report
     flat = _unit({n: 31 / 1000 for n in _NAMES}, loss=(0.0, 3.466, 3.470))      # depth 2, at chance
     good = _learning_unit(0.5, 0.7)
     deep = {**flat, "params": {"depth": 16}}                 # at chance, as depth 16 is after 500 iterations
@@ -291,7 +291,7 @@ def test_learning_rule_holds_on_every_committed_run_it_judges():
 def test_check_training_median_and_no_learned_threshold(fresh):
     """The median network must reach four times chance; how far networks learned is never a check
     (the register reports it beside each claim), however long they trained."""
-    from posbias import report
+    from posbias.storage import report
     good, weak = _learning_unit(0.5, 0.7), _learning_unit(0.1, 3.0)   # 0.1: 21 SE above chance at n_test 1000
     ev.check_training([good, weak, weak], 1000, steps=1000, prefix="a-")       # median 0.1 < 4/32
     ev.check_training([good, good, weak], 1000, steps=1000, prefix="b-")
@@ -306,7 +306,7 @@ def test_check_training_median_and_no_learned_threshold(fresh):
 
 
 def test_fig6_mask_reads_the_label():
-    from posbias.masks import causal_mask
+    from posbias.science.masks import causal_mask
 
     assert torch.equal(ev.fig6_mask("causal", 7), causal_mask(7))
     w = ev.fig6_mask("window|3", 7)
@@ -346,7 +346,8 @@ def test_residual_paper_section_on_trained_smoke_units(fresh, monkeypatch):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from posbias import claims, figures, studies, train
+    from posbias import figures, training as train
+    from posbias.analysis import claims, studies
 
     monkeypatch.setenv("POSBIAS_CACHE", str(fresh / "cache"))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)

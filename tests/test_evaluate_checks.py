@@ -1,10 +1,10 @@
-"""posbias.evaluate, the checks and readings a trained chapter calls (the rest: tests/test_evaluate.py),
+"""posbias.measures.evaluate, the checks and readings a trained chapter calls (the rest: tests/test_evaluate.py),
 each against values written out by hand."""
 import pytest
 import torch
 
-from posbias import evaluate as ev
-from posbias.masks import make_mask
+from posbias.measures import evaluate as ev
+from posbias.science.masks import make_mask
 
 NAMES = ["IC_first_middle", "IC_middle_first", "IC_first_last", "IC_last_first", "IC_middle_last", "IC_last_middle"]
 
@@ -30,7 +30,7 @@ def test_learning_judged_says_nothing_when_every_network_is_judged():
 
 
 def test_check_training_reports_the_stale_gap_it_measured(fresh):
-    from posbias import report
+    from posbias.storage import report
 
     ev.check_training([_unit(gap_shift=0.004)] * 2, 1000, steps=100_000)
     c = next(c for c in report.record()["checks"] if c["name"] == "gaps-recomputed")
@@ -41,7 +41,7 @@ def test_check_attention_records_is_strict_at_its_tolerance(fresh):
     """Uniform causal maps over 4 tokens, the last row putting nothing on the last key (alpha_4 = 0 of the
     mean map): stored alpha equal to the map's passes; stored alpha_4 = 1e-5, a gap of exactly 1e-5, fails
     '< 1e-5' and the check reports that gap."""
-    from posbias import report
+    from posbias.storage import report
 
     mask = make_mask("causal", 4)
     a = mask.double() / mask.double().sum(-1, keepdim=True)
@@ -89,7 +89,7 @@ def test_check_attention_records_reports_the_leak_it_measured(fresh):
     """Causal maps over 3 tokens whose first row puts 0.5 on the forbidden key 2: rows still sum to 1, so
     the residual is that 0.5 of weight outside the mask; the check fails and records the 0.5 as its
     value (sees a check that records no measurement)."""
-    from posbias import report
+    from posbias.storage import report
 
     mask = make_mask("causal", 3)
     a = mask.double() / mask.double().sum(-1, keepdim=True)
@@ -111,7 +111,7 @@ def test_check_training_by_hand_at_four_times_chance(fresh):
     worst 48 SE above chance), loss 3.4 -> 3.2 (a drop of 0.2): loss-falls, test-set-size and above-chance
     pass, above-chance expects 'median >= 0.125', n_test_sets is glued as 1000, the gaps check says what
     it compares. Sees a stricter loss or median threshold, a lost glue, claim or expected text."""
-    from posbias import report
+    from posbias.storage import report
 
     ev.check_training([_learned(0.14)] * 4, 1000, steps=100_000)
     rec = report.record()
@@ -127,7 +127,7 @@ def test_check_training_by_hand_at_four_times_chance(fresh):
 def test_check_training_refuses_accuracies_that_are_not_counts(fresh):
     """Accuracy 0.1405 over 1,000 test sequences is 140.5 sequences: half a count from an integer, far past
     the 0.01 allowed, so test-set-size fails with value 0.5 (sees a bound loose enough to pass any residual)."""
-    from posbias import report
+    from posbias.storage import report
 
     ev.check_training([_learned(0.1405)] * 2, 1000, steps=100_000, prefix="half-")
     c = {c["name"]: c for c in report.record()["checks"]}["half-test-set-size"]
@@ -137,7 +137,7 @@ def test_check_training_refuses_accuracies_that_are_not_counts(fresh):
 def test_check_training_says_what_each_check_compares(fresh):
     """The claim and expected texts of every check, written out (late_rise_ok: loss-falls reads the best
     drop, 3.4 -> min(3.2) = 0.2)."""
-    from posbias import report
+    from posbias.storage import report
 
     ev.check_training([_learned(0.14)] * 2, 1000, steps=100_000, late_rise_ok=True)
     got = {c["name"]: c for c in report.record()["checks"]}
@@ -152,7 +152,7 @@ def test_check_training_says_what_each_check_compares(fresh):
 def test_check_training_count_residual_of_exactly_the_bound_fails(fresh):
     """Accuracy 1e-5 over 1,000 test sequences is 0.01 of a sequence (exactly, in float64: 1e-5 * 1000 ==
     0.01): at the bound, not below it, so test-set-size fails with value 0.01."""
-    from posbias import report
+    from posbias.storage import report
 
     assert 1e-5 * 1000 == 0.01
     ev.check_training([_learned(1e-5)] * 2, 1000, steps=100_000, prefix="edge-")

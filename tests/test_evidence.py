@@ -1,9 +1,10 @@
-"""posbias.evidence: what a figure is made of, read from the files it draws."""
+"""posbias.analysis.evidence: what a figure is made of, read from the files it draws."""
 import json
 
 import pytest
 
-from posbias import evidence, store
+from posbias.storage import store
+from posbias.analysis import evidence
 from posbias.training.campaigns import stored_campaign
 
 

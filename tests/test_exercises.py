@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from posbias import cost
-from posbias.chapters import ParamError
-from posbias.cli import _overrides
-from posbias.provenance import ROOT
-from posbias.runner import prepare
+from posbias.book import cost
+from posbias.book.chapters import ParamError
+from posbias.book.cli import _overrides
+from posbias.storage.provenance import ROOT
+from posbias.book.runner import prepare
 
 
 def theory_chapters() -> list[str]:

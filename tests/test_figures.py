@@ -7,7 +7,8 @@ import matplotlib.pyplot as plt
 import pytest
 from PIL import Image
 
-from posbias import figures, report
+from posbias import figures
+from posbias.storage import report
 
 
 def _figure():
@@ -122,7 +123,7 @@ def test_gap_curves_figure_draws_the_mean_gap_per_pe_and_depth():
     thousands of iterations; a band per line only with ``spread``."""
     import numpy as np
 
-    from posbias import evaluate as ev
+    from posbias.measures import evaluate as ev
 
     def unit(shift: float) -> dict:      # two evaluations; IC_a_b = 0.5 + shift, IC_b_a = 0.5
         curves = {"step": [0, 2000]}
@@ -146,7 +147,7 @@ def test_gap_bars_figure_draws_mean_and_standard_error_per_pe():
     """Figure 2 as bars: one panel per depth, one bar per (gap, PE) at the seed mean, error bar one SE."""
     import numpy as np
 
-    from posbias import evaluate as ev
+    from posbias.measures import evaluate as ev
 
     def unit(d: float) -> dict:
         return {"gaps": {"first-middle": d, "first-last": 2 * d, "middle-last": 0.0}}
@@ -197,8 +198,8 @@ def test_attention_maps_and_alpha_profile_figures():
     import numpy as np
     import torch
 
-    from posbias import evaluate as ev
-    from posbias.masks import causal_mask
+    from posbias.measures import evaluate as ev
+    from posbias.science.masks import causal_mask
 
     T = 5
     mask = causal_mask(T)
@@ -240,7 +241,7 @@ def test_fig3_accuracy_figure_one_bar_per_pe_and_set_at_the_seed_mean():
     import numpy as np
     from matplotlib.container import ErrorbarContainer
 
-    from posbias import evaluate as ev
+    from posbias.measures import evaluate as ev
 
     acc = _fake_acc(ev.FIG3_NAMES)
     with _no_warnings():
@@ -265,7 +266,7 @@ def test_fig3_accuracy_figure_one_bar_per_pe_and_set_at_the_seed_mean():
 
 
 def test_fig4_accuracy_figure_one_row_per_slot_biased_in_training():
-    from posbias import evaluate as ev
+    from posbias.measures import evaluate as ev
 
     wheres = ("first", "middle", "last")
     labels = [f"{w}|{c}" for w in wheres for c in ev.FIG3_NAMES]
@@ -287,7 +288,7 @@ def test_fig3_and_fig4_sweep_figures_draw_the_seed_mean_per_slot():
     import numpy as np
     from matplotlib.container import ErrorbarContainer
 
-    from posbias import evaluate as ev
+    from posbias.measures import evaluate as ev
 
     sweep = np.array([[0.6, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.5], [0.4, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.3]])
     s3 = {c: sweep + 0.01 * k for k, c in enumerate(ev.FIG3_NAMES)}
@@ -309,7 +310,7 @@ def test_fig3_and_fig4_sweep_figures_draw_the_seed_mean_per_slot():
 
 def _curve_unit(shift: float) -> dict:
     """Two evaluations; every IC_a_b (a earlier) is 0.5 + shift at the second, its mirror 0.5."""
-    from posbias import evaluate as ev
+    from posbias.measures import evaluate as ev
 
     curves = {"step": [0, 500]}
     for a, b in ev.GAP_PAIRS:
@@ -320,7 +321,7 @@ def _curve_unit(shift: float) -> dict:
 def test_fig3_gap_curves_and_fig4_preference_curves():
     import numpy as np
 
-    from posbias import evaluate as ev
+    from posbias.measures import evaluate as ev
 
     res = {c: [_curve_unit(0.02 * k), _curve_unit(0.02 * k + 0.1)] for k, c in enumerate(ev.FIG3_NAMES)}
     fig = figures.fig3_gap_curves_figure(res)
@@ -345,8 +346,10 @@ def test_paper_section_of_figures_3_and_4_on_smoke_trained_units(fresh, monkeypa
     cache): coverage, the figure from the complete configurations, the register's entries judged on
     them and published with the ``paper_`` prefix; and with a seed missing everywhere, nothing
     complete, every entry 'not yet', counts glued as 0 and every ensemble named as not started."""
-    from posbias import claims, evaluate as ev, train
-    from posbias.claims import tables
+    from posbias import training as train
+    from posbias.measures import evaluate as ev
+    from posbias.analysis import claims
+    from posbias.analysis.claims import tables
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
@@ -418,7 +421,7 @@ def test_jump_figure_draws_each_role_in_its_colour_and_says_how_far_it_trained()
 
 
 def test_budget_trajectories_colour_means_leaving_a_plateau_in_every_panel():
-    from posbias import budget as bd
+    from posbias.analysis import budget as bd
 
     steps = list(range(0, 300_001, 5000))
     flat = {f"IC_{a}_{b}": [0.5] * len(steps) for a, b in (("first", "middle"), ("middle", "first"),
@@ -447,7 +450,7 @@ def test_schematics_draw_what_the_library_computes(tmp_path):
     import torch
 
     from posbias.figures import schematics
-    from posbias.theory import decay_critical_distance
+    from posbias.science.theory import decay_critical_distance
 
     paths = schematics.write(tmp_path)
     assert sorted(paths) == sorted(schematics.SCHEMATICS) and all(p.stat().st_size > 5000 for p in paths.values())

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from posbias import figures, lnsim
+from posbias import figures
+from posbias.science import lnsim
 
 
 def test_score_map_grid_draws_one_panel_per_row_width_and_layer():

@@ -11,8 +11,8 @@ import pytest  # noqa: E402
 
 from fuzz_params import budget, kind  # noqa: E402
 from param_space import try_point  # noqa: E402
-from posbias import cost  # noqa: E402
-from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
+from posbias.book import cost  # noqa: E402
+from posbias.book.chapters import chapter_ids, get_chapter  # noqa: E402
 
 
 @pytest.mark.parametrize("cid", chapter_ids())

@@ -6,10 +6,10 @@ import pytest
 import torch
 from training_helpers import _crash_at_step, _unit
 
-from posbias import budget as bd
-from posbias import train
-from posbias.model import EnsembleNet
-from posbias.task import TaskConfig
+from posbias.analysis import budget as bd
+from posbias import training as train
+from posbias.science.model import EnsembleNet
+from posbias.science.task import TaskConfig
 from posbias.training import checkpoints as ck
 from posbias.training import heldout as ho
 

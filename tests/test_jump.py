@@ -1,8 +1,8 @@
-"""posbias.jump: the design of the study of the jump, and its timing rule on curves of known shape."""
+"""posbias.analysis.jump: the design of the study of the jump, and its timing rule on curves of known shape."""
 import numpy as np
 import pytest
 
-from posbias import budget as bd, jump
+from posbias.analysis import budget as bd, jump
 
 STEPS = list(range(0, 500_001, 5000))
 

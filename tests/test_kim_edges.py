@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from param_space import try_point
-from posbias import lnsim
-from posbias.chapters import get_chapter
+from posbias.science import lnsim
+from posbias.book.chapters import get_chapter
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +64,7 @@ def test_layer1_variance_at_high_anisotropy():
 
 
 def _beyond_rope_checks(**over) -> dict[str, dict]:
-    from posbias.mutation import execute_chapter
+    from posbias.book.mutation import execute_chapter
 
     return {c["name"]: c for c in execute_chapter("kim-beyond-rope", "smoke", {"depth": 4, "sims": 3000, **over})}
 
@@ -102,7 +102,7 @@ def test_kim_fig1_row1_is_decided_from_the_mean_fields_smallest_width():
     code, what = try_point(get_chapter("kim-fig-1"), {"seed": 987, "depth": 3, "d_list": [8, 45],
                                                       "appendix_alphas": [0.95]}, float("inf"))
     assert code == 0, what
-    from posbias.mutation import execute_chapter
+    from posbias.book.mutation import execute_chapter
 
     names = {c["name"] for c in execute_chapter("kim-fig-1", "smoke", {"d_list": [4]})}
     assert "row1-mean-field" not in names and "rows34-layer2-closed-form" in names, names
@@ -124,7 +124,7 @@ def test_closed_form_checks_skip_where_the_tolerance_was_not_measured(cid, over,
     """make fuzz: closed-form-increments failed at these valid points (exit 3). next_order_tol is a measured
     constant (S = 10, alpha 0.2-0.8, d 16-256); lnsim.closed_form_outside leaves out the settings beyond
     that, and the slope is resolvable only where the closed form is bounded by it."""
-    from posbias.mutation import execute_chapter
+    from posbias.book.mutation import execute_chapter
 
     checks = {c["name"]: c for c in execute_chapter(cid, "smoke", over)}
     assert not left_out & set(checks) and "layer1-moments" in checks, checks

@@ -1,5 +1,6 @@
-"""posbias.learned: standings of stored networks and the sentences the pages print, on synthetic results."""
-from posbias import learned, retrieval
+"""posbias.analysis.learned: standings of stored networks and the sentences the pages print, on synthetic results."""
+from posbias.science import retrieval
+from posbias.analysis import learned
 
 EXACT = retrieval.closed_forms()
 

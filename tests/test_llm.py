@@ -33,7 +33,7 @@ def test_sink_survey_on_a_tiny_llama(two_layers):
 
 
 def test_rollout_survey_on_a_tiny_llama(two_layers):
-    from posbias.rollout import rollout
+    from posbias.science.rollout import rollout
 
     out = llm.rollout_survey(two_layers, _Tok(), n_tokens=10, batch=2, seed=0)
     for name in ("sink", "nosink", "uniform", "uniform_nosink"):
@@ -391,7 +391,8 @@ def test_retrieval_tests_judge_both_ways():
 def test_the_committed_records_decide_and_pass_the_count_checks(profile):
     """The default and paper records in data/ reproduce both count claims and the agreement of the two
     curves: CI judges them on the committed records, though its smoke sample is too small to."""
-    from posbias import chapters, store
+    from posbias.storage import store
+    from posbias.book import chapters
 
     p = chapters.get_chapter("lost-in-the-middle").resolve(profile)
     keys = ("n_pairs", "trials", "n_hex", "seed", "n_positions")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from posbias import mutation
+from posbias.book import mutation
 
 POINTS = [
     # 6 prompts against chance 1/4: above-chance failed on the point value, now inconclusive

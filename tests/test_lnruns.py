@@ -1,4 +1,4 @@
-"""Tests of posbias.lnruns: the simulations stored under their parameters, and the chapters' layer-1 check."""
+"""Tests of posbias.analysis.lnruns: the simulations stored under their parameters, and the chapters' layer-1 check."""
 from __future__ import annotations
 
 import inspect
@@ -6,7 +6,9 @@ import inspect
 import numpy as np
 import pytest
 
-from posbias import lnruns, lnsim, report
+from posbias.science import lnsim
+from posbias.storage import report
+from posbias.analysis import lnruns
 
 
 def test_layer1_moments_check_states_the_smallest_error_it_can_see(fresh):
@@ -29,7 +31,7 @@ def test_layer1_moments_check_states_the_smallest_error_it_can_see(fresh):
 
 
 def test_cached_simulate_stores_each_run_under_its_parameters_version_and_seed(tmp_path, monkeypatch):
-    from posbias import store
+    from posbias.storage import store
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     kw = dict(n=3, d=4, depth=1, sims=20)

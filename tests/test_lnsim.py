@@ -1,4 +1,4 @@
-"""Tests of posbias.lnsim: the parameter-free LayerNorm stack, RP, and the closed forms."""
+"""Tests of posbias.science.lnsim: the parameter-free LayerNorm stack, RP, and the closed forms."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posbias import lnsim
+from posbias.science import lnsim
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -84,7 +84,7 @@ def test_rope_and_decay_change_the_scores_as_stated():
 def test_rope_rotates_queries_and_keys_not_values():
     """Layer 2 with RoPE sees LN(A(1) h) with h unrotated: a stack that also rotates the values (a change
     no check of kim-beyond-rope sees, for want of a layer-2 closed form with RoPE) fails here."""
-    from posbias.attention import apply_rope, rope_angles
+    from posbias.science.attention import apply_rope, rope_angles
 
     x = lnsim.sample_inputs(3, 6, 8, 0.5, _gen(6))
     scores, attn = lnsim.stack_forward(x, 2, rope_base=10000.0)
@@ -248,7 +248,7 @@ def test_noln_mean_field_turns_to_early_tokens_with_depth():
 
 
 def test_first_mass_is_the_mean_rollout_column():
-    from posbias.rollout import rollout
+    from posbias.science.rollout import rollout
 
     r = lnsim.simulate(n=5, d=8, alpha=0.3, depth=3, sims=300, seed=2, layernorm=False)
     x = lnsim.sample_inputs(300, 5, 8, 0.3, torch.Generator().manual_seed(2 * 1_000_003))
@@ -267,7 +267,7 @@ def test_rope_layer1_closed_form_matches_sampling():
 
 
 def test_noln_mean_field_with_decay_adds_the_bias_at_layer_one():
-    from posbias.attention import decay_bias
+    from posbias.science.attention import decay_bias
 
     plain = lnsim.noln_mean_field(6, 16, 0.0, 2)
     dec = lnsim.noln_mean_field(6, 16, 0.0, 2, decay=0.4)
@@ -276,7 +276,7 @@ def test_noln_mean_field_with_decay_adds_the_bias_at_layer_one():
 
 
 def test_compare_increments_takes_a_tolerance():
-    from posbias import lnsim
+    from posbias.science import lnsim
 
     res = lnsim.simulate(n=6, d=16, alpha=0.0, depth=2, sims=64, seed=0)
     wide = lnsim.compare_increments(res, 16, 0.0)
@@ -289,7 +289,7 @@ def test_compare_increments_takes_a_tolerance():
 
 
 def test_mean_field_excess_without_layernorm():
-    from posbias import lnsim
+    from posbias.science import lnsim
 
     res = lnsim.simulate(n=6, d=32, alpha=0.0, depth=3, sims=2000, seed=1, layernorm=False)
     excess, rel2 = lnsim.mean_field_excess(res, 32)
@@ -327,7 +327,7 @@ def test_simulate_defaults_are_kim_et_als_settings():
 
 
 def test_last_row_increments():
-    from posbias import lnsim
+    from posbias.science import lnsim
 
     s = torch.tensor([[1.0, 0, 0], [2.0, 3.0, 0], [5.0, 7.0, 11.0]])
     assert np.array_equal(lnsim.last_row_increments(s), np.array([0.0, 2.0]))

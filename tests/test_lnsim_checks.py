@@ -1,10 +1,10 @@
-"""posbias.lnsim beside tests/test_lnsim.py: its inputs, its score-map drawing and its report check, each
+"""posbias.science.lnsim beside tests/test_lnsim.py: its inputs, its score-map drawing and its report check, each
 against a value worked out by hand."""
 from __future__ import annotations
 
 import torch
 
-from posbias import lnsim
+from posbias.science import lnsim
 
 
 def test_sample_inputs_are_float64_draws_of_the_stated_formula():

@@ -1,4 +1,4 @@
-"""The closed forms of posbias.lntheory (also reachable as posbias.lnsim.X)."""
+"""The closed forms of posbias.science.lntheory (also reachable as posbias.science.lnsim.X)."""
 from __future__ import annotations
 
 import math
@@ -9,14 +9,14 @@ import torch
 
 
 def test_lnsim_reexports_the_closed_forms():
-    from posbias import lnsim, lntheory
+    from posbias.science import lnsim, lntheory
 
     for name in lntheory.__all__:
         assert getattr(lnsim, name) is getattr(lntheory, name), name
 
 
 def test_next_order_tol_is_below_the_nearest_wrong_answer():
-    from posbias.lntheory import next_order_tol
+    from posbias.science.lntheory import next_order_tol
 
     # relative error 1 is a closed form of zero, 2 one of the opposite sign
     assert all(next_order_tol(d) < 1 for d in (4, 12, 16, 64, 1024))
@@ -24,7 +24,7 @@ def test_next_order_tol_is_below_the_nearest_wrong_answer():
 
 
 def test_closed_form_outside_trusts_the_tolerance_where_it_was_measured():
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     cal = lntheory.TOL_CALIBRATION
     for a in cal["alphas"]:
@@ -50,7 +50,7 @@ def test_closed_form_misses_its_tolerance_where_it_is_left_out(n, d, alpha):
     kim-prop-3 point, measured excess +0.014) and a long sequence at d = 16 (v (S-1) eps = 1.97; +0.067,
     the Monte Carlo slope 45% below the closed form against a tolerance of 37.5%). Systematic: the SE of the
     slope is below 1% of it at these sizes."""
-    from posbias import lnsim, lntheory
+    from posbias.science import lnsim, lntheory
 
     assert lntheory.closed_form_outside(n, d, alpha)
     res = lnsim.simulate(n=n, d=d, alpha=alpha, depth=2, sims=5000, seed=1)
@@ -58,7 +58,7 @@ def test_closed_form_misses_its_tolerance_where_it_is_left_out(n, d, alpha):
 
 
 def test_slope_resolvable_needs_the_low_edge_of_the_tolerance():
-    from posbias.lntheory import next_order_tol, slope_resolvable
+    from posbias.science.lntheory import next_order_tol, slope_resolvable
 
     assert next_order_tol(16) == 0.375                       # low edge of a slope of 1: 0.625
     assert slope_resolvable(1.0, 0.12, 10, 16, 0.4)          # 0.625 >= 5 x 0.12 = 0.6
@@ -70,7 +70,7 @@ def test_slope_resolvable_needs_the_low_edge_of_the_tolerance():
 
 def test_resolvable_takes_the_tolerance_it_is_given():
     """kim-thm-1's closed form has its own tolerance, d^{-3/2}: at d = 16, 1/64 of the prediction."""
-    from posbias.lntheory import resolvable
+    from posbias.science.lntheory import resolvable
 
     assert resolvable(5.0, 1.0, tol=0.0) and not resolvable(5.0, 1.0, tol=16 ** -1.5)   # 4.92 < 5
     assert resolvable(5.1, 1.0, tol=16 ** -1.5)                                        # 5.02 >= 5
@@ -78,7 +78,7 @@ def test_resolvable_takes_the_tolerance_it_is_given():
 
 
 def test_layer1_moments_check_passes_the_simulation_and_fails_wrong_moments(monkeypatch):
-    from posbias import lnsim, lntheory
+    from posbias.science import lnsim, lntheory
 
     res = lnsim.simulate(n=6, d=16, alpha=0.5, depth=1, sims=20000, seed=3)
     ok = lntheory.layer1_moments_check(res, 16, 0.5)
@@ -96,7 +96,7 @@ def test_layer1_moments_check_passes_the_simulation_and_fails_wrong_moments(monk
 
 def _fake_result(score_mean, score_var, sims):
     """A simulate() result stand-in: the moments a check reads, ``(T, n, n)``, and ``sims``."""
-    from posbias.lnsim import SimResult
+    from posbias.science.lnsim import SimResult
 
     t, n = score_mean.shape[0], score_mean.shape[-1]
     z = np.zeros((t,))
@@ -108,7 +108,7 @@ def test_layer1_moments_check_allowance_where_the_next_term_dominates():
     the larger allowance (30/d^2 = 1.875): measured moments equal to the predictions leave an excess of
     exactly -(4.33 + 4.5 sqrt(2/sims)) v. Sees the term written (1 - alpha^2) 2 d^3 (0.41) or with
     (1 + alpha^2)^2 (0.05): both fall under 30/d^2 and change the excess by 2.5 v."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     d, alpha, n, sims = 4, 0.9, 5, 400
     m, v = lntheory.layer1_offdiag_moments(d, alpha)
@@ -125,7 +125,7 @@ def test_layer1_moments_check_allowance_where_the_next_term_dominates():
 def test_mean_field_excess_reads_layer_two_relative_error_by_hand():
     """Monte Carlo means 10 % above the mean field at layer 2 and exact elsewhere, no SE: the second value
     is 0.1 (an error times the mean field, not over it, would not be)."""
-    from posbias import lnsim
+    from posbias.science import lnsim
 
     n, d, depth = 4, 8, 3
     mf = lnsim.noln_mean_field(n, d, 0.0, depth).numpy()
@@ -143,7 +143,7 @@ def test_layer1_moments_variance_second_order_matches_sample_correlation():
     of d pairs drawn directly, within the next term's bound 10/((1-alpha^2)^2 d^3) plus 4.5 SE. At alpha = 0.8,
     d = 32 that is 0.007 of v, while a1 one alpha^2 off moves the prediction by alpha^2/d = 0.02 of v and a2 with
     its 11 alpha^2 flipped by 22 alpha^2/d^2 = 0.014; the second-order term itself (0.019) is resolved."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     rng = np.random.default_rng(0)
     d, alpha, n = 32, 0.8, 2_000_000
@@ -164,7 +164,7 @@ def test_layer1_moments_variance_second_order_matches_sample_correlation():
 
 def test_layer2_without_layernorm_is_the_mean_field_recursion():
     """Two derivations of the no-LN layer-2 scores: the direct formula and noln_mean_field's recursion."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     direct = lntheory.layer2_scores(7, 32, 0.4, layernorm=False)
     recursion = lntheory.noln_mean_field(7, 32, 0.4, 2)[1]
@@ -177,7 +177,7 @@ def test_noln_score_variance_is_the_measured_variance_over_keys():
     """Without LayerNorm, two keys j, k of row i differ in score by (z_i + l u).(z_j - z_k)/(d sqrt d), of
     variance exactly 2 (1 + l^2)/d^2: measured on lnsim's own inputs within 5 standard errors of a variance (the
     nearest wrong answers, 2/d^2 and 2 l^2/d^2, are a factor 5 and 5/4 away at alpha 0.8)."""
-    from posbias import lnsim, lntheory
+    from posbias.science import lnsim, lntheory
 
     d, alpha, sims = 16, 0.8, 200_000
     assert lntheory.noln_score_variance(4, 0.5) == 2 / 16
@@ -192,7 +192,7 @@ def test_noln_score_variance_is_the_measured_variance_over_keys():
 
 def test_layer1_variance_second_order_by_hand():
     """alpha = 0.5, d = 4: a1 = 1 + 5.5/4 = 2.375, a2 = 1 + 11/4 + (479/16 - 192/4)/8 = 1.4921875."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     v = lntheory.layer1_offdiag_moments(4, 0.5)[1]
     a1, a2 = 2.375, 1 + 2.75 + (479 / 16 - 48) / 8
@@ -201,14 +201,14 @@ def test_layer1_variance_second_order_by_hand():
 
 
 def test_anisotropy_outside_zero_to_one_is_refused_by_name():
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     with pytest.raises(ValueError, match=r"anisotropy alpha must be in \[0, 1\), got 1.0"):
         lntheory.alpha_to_l(1.0)
 
 
 def test_compare_increments_defaults_to_three_standard_errors():
-    from posbias import lnsim, lntheory
+    from posbias.science import lnsim, lntheory
 
     res = lnsim.simulate(n=5, d=16, alpha=0.3, depth=2, sims=400, seed=2)
     default, three, four = (lntheory.compare_increments(res, 16, 0.3, **kw) for kw in ({}, {"n_se": 3.0},
@@ -219,7 +219,7 @@ def test_compare_increments_defaults_to_three_standard_errors():
 def test_layer1_log_weights_without_layernorm_use_l_squared():
     """No LayerNorm, alpha = 0.5 so l = sqrt(0.5/0.5) = 1 and l^2 = 1; d = 4: diagonal (1 + 1)/2 = 1,
     off-diagonal 1/2, -inf above (by hand). Sees l * 2 (= 2) for l ** 2 (diagonal 1.5, off-diagonal 1)."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     lw = lntheory.layer1_log_weights(3, 4, 0.5, layernorm=False)
     inf = float("-inf")
@@ -229,7 +229,7 @@ def test_layer1_log_weights_without_layernorm_use_l_squared():
 def test_slope_resolvable_passes_its_n_se_on():
     """(n, d, alpha) = (3, 21, 0.4) is inside the calibration, tol = 1.5/sqrt(21) = 0.327; pred 1, se 0.1:
     |pred|(1 - tol) = 0.673 clears 1 SE and 5 SE (0.5) but not 10 SE (1.0). Sees n_se dropped (default 5)."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     assert lntheory.closed_form_outside(3, 21, 0.4) == ""
     assert lntheory.slope_resolvable(1.0, 0.1, 3, 21, 0.4, n_se=1.0)
@@ -239,7 +239,7 @@ def test_slope_resolvable_passes_its_n_se_on():
 
 def _sim_stand_in(score_mean, score_var, sims, slope_var=None):
     """A SimResult with the given ``(T, n, n)`` score moments, zero slopes (variance ``slope_var``, default 0)."""
-    from posbias.lnsim import SimResult
+    from posbias.science.lnsim import SimResult
 
     t, n = score_mean.shape[0], score_mean.shape[-1]
     sv = np.zeros((t,)) if slope_var is None else np.full((t,), float(slope_var))
@@ -250,7 +250,7 @@ def _sim_stand_in(score_mean, score_var, sims, slope_var=None):
 def test_closed_form_outside_names_the_part_of_a_row_replaced_by_its_mean():
     """S = 20, d = 16, alpha = 0.2: v (S - 1) eps = 0.9216 x 19 x exp(0.784 + 0.4608 - 4) = 1.10 (by hand)
     exceeds the calibration's 0.87; the whole sentence, as the skip message prints it."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     v, m = (1 - 0.04) ** 2, 4 * 0.2 * (1 - 0.96 / 32)
     assert f"{v * 19 * math.exp(m + v / 2 - 4):.2f}" == "1.10"
@@ -264,7 +264,7 @@ def test_compare_increments_paper_form_keeps_the_residual():
     alpha = 0.5: log-weights sqrt(d) = 4 on the diagonal and alpha sqrt(d) = 2 off it, W = softmax + I/sqrt(8),
     G = 0.5 + 0.5 I, score 4 C_ij / sqrt(C_ii C_jj) with C = W G W^T. Sees the residual dropped from the
     paper's form."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     n, d, alpha = 4, 16, 0.5
     lw = np.where(np.tril(np.ones((n, n))) > 0, 2.0, -np.inf)
@@ -282,7 +282,7 @@ def test_compare_increments_allows_n_se_standard_errors_per_increment():
     """Every score with SE se0, so each increment's SE is 2 se0 and the increments' excess is
     max(|MC - pred| - tol |pred|) - 3 x 2 se0: doubling se0 from 0.1 to 0.2 lowers it by exactly 0.6 (the slope,
     with an SE of 1e4, never decides). Sees n_se / se for n_se * se (which would raise it by 7.5)."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     n, d, alpha, sims = 5, 16, 0.4, 100
 
@@ -296,7 +296,7 @@ def test_compare_increments_allows_n_se_standard_errors_per_increment():
 def test_layer1_moments_check_pools_the_first_subdiagonal():
     """n = 4 has 6 off-diagonal entries, 3 on the first subdiagonal: raising those by 0.6 (mean) and 0.2
     (variance) moves the pooled moments by exactly 0.3 and 0.1. Sees the first subdiagonal left out."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     n, d, alpha = 4, 16, 0.5
     m, v = lntheory.layer1_offdiag_moments(d, alpha)
@@ -313,7 +313,7 @@ def test_layer2_slope_defaults_to_isotropic_inputs():
     """Without alpha the slope is that of alpha = 0, by hand in numpy at n = 4, d = 4: log-weights 2 on the
     diagonal and m + v/2 = 0 + 1/2 off it, G = I, score 2 C_ij / sqrt(C_ii C_jj) with C = W W^T, pooled
     least-squares slope over rows 3 and 4."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     n = 4
     lw = np.where(np.tril(np.ones((n, n))) > 0, 0.5, -np.inf)
@@ -331,7 +331,7 @@ def test_layer2_slope_defaults_to_isotropic_inputs():
 def test_noln_mean_field_defaults_to_isotropic_inputs():
     """Without alpha, C^1 = I: at n = 2, d = 4 layer 1 scores 1/2 on the diagonal and 0 below it; token 2's
     weights are (1, e^{1/2}) / (1 + e^{1/2}), so layer 2's C = W W^T gives scores C / 2 (by hand)."""
-    from posbias import lntheory
+    from posbias.science import lntheory
 
     e = math.exp(0.5)
     got = lntheory.noln_mean_field(2, 4, depth=2)

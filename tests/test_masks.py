@@ -1,10 +1,10 @@
-"""posbias.masks: masks as graphs, hop distances, center nodes; property tests for their invariants."""
+"""posbias.science.masks: masks as graphs, hop distances, center nodes; property tests for their invariants."""
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from posbias.masks import (causal_mask, center_nodes, full_mask, hop_distance, make_mask, prefix_mask,
-                           reachability, sliding_window_mask, window_hops)
+from posbias.science.masks import (causal_mask, center_nodes, full_mask, hop_distance, make_mask, prefix_mask,
+                                   reachability, sliding_window_mask, window_hops)
 
 ns = st.integers(min_value=1, max_value=40)
 
@@ -80,7 +80,7 @@ def test_bad_input_is_refused():
 
 
 def test_is_closed_on_the_center_sets_and_off_them():
-    from posbias.masks import causal_mask, is_closed, prefix_mask
+    from posbias.science.masks import causal_mask, is_closed, prefix_mask
 
     assert is_closed(causal_mask(6), [0]) and is_closed(prefix_mask(6, 3), [0, 1, 2])
     assert not is_closed(causal_mask(6), [1])              # token 2 sees token 1
@@ -88,7 +88,7 @@ def test_is_closed_on_the_center_sets_and_off_them():
 
 
 def test_hop_distance_marks_an_unreachable_token_minus_one():
-    from posbias.masks import hop_distance
+    from posbias.science.masks import hop_distance
 
     mask = torch.eye(3, dtype=torch.bool)
     mask[1, 0] = True                                           # token 1 reaches token 0; token 2 does not

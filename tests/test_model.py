@@ -1,9 +1,9 @@
-"""posbias.model: masks, PEs and residual act as stated; the ensemble is bit-for-bit its members."""
+"""posbias.science.model: masks, PEs and residual act as stated; the ensemble is bit-for-bit its members."""
 import pytest
 import torch
 
-from posbias.model import EnsembleNet, MemberConfig
-from posbias.task import ensemble_batch, make_task
+from posbias.science.model import EnsembleNet, MemberConfig
+from posbias.science.task import ensemble_batch, make_task
 
 CFGS = [MemberConfig("causal", "none"), MemberConfig("decay", "none"), MemberConfig("causal", "rope"),
         MemberConfig("full", "sin", residual=True), MemberConfig("window", "none", window=4),
@@ -90,8 +90,8 @@ def test_bad_configs_raise():
 
 @pytest.mark.parametrize("n,d", [(17, 64), (5, 8)])
 def test_rotate_pairs_is_apply_rope(n, d):
-    from posbias.attention import apply_rope, rope_angles
-    from posbias.model import rotate_pairs
+    from posbias.science.attention import apply_rope, rope_angles
+    from posbias.science.model import rotate_pairs
 
     ang = rope_angles(n, d)
     x = torch.randn(3, n, d)
@@ -102,7 +102,7 @@ def test_rotate_pairs_is_apply_rope(n, d):
 def test_attention_maps_equal_the_reference_attention():
     """The fused softmax of the model (mask and bias as one additive term) against the book's
     ``attention_weights`` (``masked_softmax``) for the first layer of every kind of member."""
-    from posbias.attention import apply_rope, attention_weights
+    from posbias.science.attention import apply_rope, attention_weights
 
     net = EnsembleNet(CFGS, list(range(6)), 1)
     x = torch.randn(6, 4, 17, 64) / 8

@@ -1,8 +1,8 @@
-"""posbias.model's engines (issue 66): a unit's numbers do not depend on the ensemble it trains in,
+"""posbias.science.model's engines (issue 66): a unit's numbers do not depend on the ensemble it trains in,
 under every engine, and the new engine computes what the old one does to float32 rounding.
 
 A committed unit reproduces bit for bit only with what decides its roundings held fixed (the CPU
-kernels, the thread count, the engine: ``posbias.provenance.numerics``); within one process these
+kernels, the thread count, the engine: ``posbias.storage.provenance.numerics``); within one process these
 tests hold them fixed and vary only the packing and the engine.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posbias.model import DEFAULT_ENGINE, ENGINES, EnsembleNet, MemberConfig
-from posbias.task import ensemble_batch, make_task
+from posbias.science.model import DEFAULT_ENGINE, ENGINES, EnsembleNet, MemberConfig
+from posbias.science.task import ensemble_batch, make_task
 
 # the unit under test, and the company it keeps: every mask and PE kind, residual or not
 UNIT = (MemberConfig("decay", "none"), 0)

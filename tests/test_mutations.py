@@ -2,7 +2,7 @@
 
 Each mutant of ``tests/mutants.py`` (theory chapters) and ``tests/mutants_trained.py`` (the chapters
 that train networks or read trained ones) is patched into an in-process smoke execution of its chapters
-(:func:`posbias.mutation.execute_chapter`); the execution must end with at least one failed check, which
+(:func:`posbias.book.mutation.execute_chapter`); the execution must end with at least one failed check, which
 is named. The unmutated execution must pass. ``book/teeth.json`` (which check kills which mutant, read
 by the Status page) must equal what this suite measures; regenerate it with
 ``POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q tests/test_mutations.py``.
@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutants import MUTANTS as THEORY_MUTANTS  # noqa: E402
 from mutants_trained import TRAINED_MUTANTS  # noqa: E402
 
-from posbias.chapters import get_chapter  # noqa: E402
-from posbias.mutation import execute_chapter, failed_checks  # noqa: E402
-from posbias.teeth import TEETH_PATH, read_teeth  # noqa: E402
+from posbias.book.chapters import get_chapter  # noqa: E402
+from posbias.book.mutation import execute_chapter, failed_checks  # noqa: E402
+from posbias.book.teeth import TEETH_PATH, read_teeth  # noqa: E402
 
 THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", "wu-center-nodes",
           "kim-thm-1", "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "kim-beyond-rope",
@@ -108,7 +108,7 @@ def teeth_table() -> dict:
 def test_every_chapter_is_in_the_suite_or_named_outside_it():
     """The mutation suite's chapter lists are checked against the notebooks (issue 97): a chapter is in exactly
     one of THEORY, TRAINED and OUTSIDE (with the reason it has no curated mutant)."""
-    from posbias.chapters import chapter_ids
+    from posbias.book.chapters import chapter_ids
 
     groups = [set(THEORY), set(TRAINED), set(OUTSIDE)]
     assert sorted(set().union(*groups)) == chapter_ids()
@@ -139,11 +139,11 @@ def test_every_mutant_fails_a_check(chapter):
 
 
 def test_a_mutant_is_undone_after_its_execution():
-    import posbias.masks as masks
-    import posbias.theory as theory
+    import posbias.science.masks as masks
+    import posbias.science.theory as theory
 
     before = (masks.causal_mask, theory.causal_mask)
-    mutant = next(m for m in MUTANTS if m.target == "posbias.masks.causal_mask")
+    mutant = next(m for m in MUTANTS if m.target == "posbias.science.masks.causal_mask")
     execute_chapter("wu-thm-4-1", mutant=mutant)
     assert (masks.causal_mask, theory.causal_mask) == before
     assert bool(masks.causal_mask(3)[2, 0]) and not bool(masks.causal_mask(3)[0, 2])
@@ -152,16 +152,16 @@ def test_a_mutant_is_undone_after_its_execution():
 def test_a_mutant_bound_by_a_module_imported_meanwhile_is_undone_too():
     """A module first imported during an execution binds the mutant by ``from mod import name``; it must
     not keep it (a mutant of ``stored_campaign`` made every later execution of wu-bias-over-training
-    read the default profile, through ``posbias.claims``)."""
+    read the default profile, through ``posbias.analysis.claims``)."""
     import types
 
-    import posbias.masks as masks
-    from posbias.mutation import patched
+    import posbias.science.masks as masks
+    from posbias.book.mutation import patched
 
     original, probe = masks.causal_mask, types.ModuleType("posbias._probe")
     try:
-        with patched("posbias.masks.causal_mask", lambda n: None):
-            probe.causal_mask = masks.causal_mask                  # as ``from posbias.masks import ...``
+        with patched("posbias.science.masks.causal_mask", lambda n: None):
+            probe.causal_mask = masks.causal_mask                  # as ``from posbias.science.masks import ...``
             sys.modules["posbias._probe"] = probe
         assert probe.causal_mask is original and masks.causal_mask is original
     finally:

@@ -1,6 +1,7 @@
 """tests/mutmut_run.py's score interval and its fixed sample (the run itself is `make mutants`, not a test)."""
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def test_a_committed_sample_is_fixed_and_drawn_from_the_declared_seed():
 
 
 def test_a_mutant_is_known_by_its_change_whatever_its_number():
-    diff = ("--- posbias/theory.py\n+++ posbias/theory.py\n@@ -1,3 +1,3 @@\n def f(x):\n"
+    diff = ("--- posbias/science/theory.py\n+++ posbias/science/theory.py\n@@ -1,3 +1,3 @@\n def f(x):\n"
             "-    return x + 1\n+    return x + 2\n")
     assert mutmut_run._change(diff) == ["-return x + 1", "+return x + 2"]
     assert mutmut_run._change(diff.replace("    return", "        return")) == mutmut_run._change(diff)
@@ -93,7 +94,7 @@ def test_the_core_set_mutates_the_science_core_with_its_own_tests():
                                              "model", "retrieval"}
     assert all((root / p).exists() for p in [*paths, *tests])
     cfg = mutmut_run._config("core")
-    assert all(f"    {p}\n" in cfg for p in paths) and "posbias/evaluate.py" not in cfg
+    assert all(f"    {p}\n" in cfg for p in paths) and "posbias/measures/evaluate.py" not in cfg
     assert "--modules core --work runs/mutmut-work-core" in (root / "Makefile").read_text()
 
 
@@ -105,6 +106,21 @@ def test_a_work_folder_keeps_its_module_set(tmp_path):
     mutmut_run._prepare(work, "sample")                     # the same set: resumes
     with pytest.raises(SystemExit, match="holds a run over the 'sample' modules, not 'core'"):
         mutmut_run._prepare(work, "core")
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / ".git").exists(), reason="needs git history")
+def test_a_run_continued_from_a_commit_before_the_move_mutates_that_commits_paths(tmp_path):
+    """A committed record made before issue 97 moved the core (d9bb5b2, the core's first sittings) is continued
+    in a work folder of its own commit's sources: its setup.cfg names the paths that commit has, not today's."""
+    root = Path(__file__).resolve().parents[1]
+    if subprocess.run(["git", "cat-file", "-e", "d9bb5b2^{commit}"], cwd=root).returncode:
+        pytest.skip("a shallow clone without the commit")
+    work = tmp_path / "w"
+    mutmut_run._prepare(work, "core", "d9bb5b2")
+    cfg = (work / "setup.cfg").read_text()
+    assert "    posbias/masks.py\n" in cfg and "posbias/science/" not in cfg
+    assert all((work / line.strip()).exists() for line in cfg.splitlines() if line.strip().startswith("posbias/"))
+    assert "    posbias/science/masks.py\n" in mutmut_run._config("core")         # today's run: today's paths
 
 
 def test_a_moved_module_names_its_survivors_anew():

@@ -1,9 +1,9 @@
-"""posbias.overtraining: the gaps along training, on synthetic curves with a known plateau, a known
+"""posbias.analysis.overtraining: the gaps along training, on synthetic curves with a known plateau, a known
 drift and a known sign change, and the register judged at earlier iterations."""
 import numpy as np
 import pytest
 
-from posbias import overtraining as ot
+from posbias.analysis import overtraining as ot
 
 STEPS = list(range(0, 100_001, 5000))
 N_TEST = 10_000
@@ -84,7 +84,7 @@ def _settling_curves():
 
 
 def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settled():
-    from posbias import convergence as cv
+    from posbias.measures import convergence as cv
     c = _settling_curves()
     stop = cv.stop_step(c, N_TEST, cv.PLATEAU)
     u = {"curves": c, "ic_accuracy": {"IC_first_last": 0.9, "IC_last_first": 0.5},
@@ -99,7 +99,7 @@ def test_the_stop_table_says_where_each_network_stopped_and_when_its_gaps_settle
 
 
 def test_fell_back_names_a_network_that_stopped_after_losing_what_it_learned():
-    from posbias import convergence as cv
+    from posbias.measures import convergence as cv
     u = _unit(lambda s: 0.0)
     c = u["curves"]
     c["loss"] = [0.0] + [2.0] * 10 + [3.0] * 10           # best 2.0 from 5k, ends at 3.0
@@ -117,7 +117,7 @@ def test_fell_back_names_a_network_that_stopped_after_losing_what_it_learned():
 def test_converged_counts_leave_out_claims_not_yet_judged():
     import pandas as pd
 
-    from posbias import claims
+    from posbias.analysis import claims
 
     cmp = pd.DataFrame({"100k": ["reproduced", "inconclusive", "reproduced", "contradicted"],
                         "converged": ["reproduced", "reproduced", claims.NOT_YET, claims.NOT_YET]})
@@ -139,8 +139,8 @@ def test_reach_names_the_configurations_each_claim_still_needs():
 
 
 def test_the_converged_profile_is_the_campaigns_configurations():
-    from posbias.chapters import get_chapter
-    from posbias import train
+    from posbias.book.chapters import get_chapter
+    from posbias import training as train
 
     meta = get_chapter("wu-bias-over-training").meta["profiles"]["converged"]
     CONVERGED_CONFIGS = tuple(meta["configs"])
@@ -229,7 +229,7 @@ def test_the_comparison_sets_the_verdict_at_the_best_loss_beside_the_stop():
 
 
 def test_stop_mismatches_re_derives_each_stop_from_the_curves():
-    from posbias import convergence as cv
+    from posbias.measures import convergence as cv
     c = _settling_curves()
     steps = c["step"]
     stop = cv.stop_step(c, N_TEST, cv.PLATEAU)

@@ -260,7 +260,7 @@ def test_no_stray_output_on_any_built_page(smoke_book):
 def test_every_published_file_is_readable_and_names_no_path_of_the_build_machine(smoke_book):
     """Issue 98: the downloadable notebooks carried papermill's absolute output_path, and the short
     addresses c/<chapter>.html were written 0600. Every file of the site, not only its pages."""
-    from posbias.store import umask
+    from posbias.storage.store import umask
 
     assert smoke_book["code"] == 0, "the smoke build failed; see test_book"
     html = smoke_book["html"]

@@ -4,7 +4,7 @@ parameters at the smoke profile's values, ends in exit 0 or 3, or is refused bef
 validation, or the cost guard), never 1.
 
 Cost (two shared cores): validating and costing all ~340 edges takes seconds. Executing them is what
-costs, so the chapters run in this process (:mod:`posbias.mutation`, no kernel start-up) and only the
+costs, so the chapters run in this process (:mod:`posbias.book.mutation`, no kernel start-up) and only the
 edges the cost model puts at most ``$POSBIAS_EDGE_SECONDS`` (default 8 s) are executed: the theory
 chapters' edges (about 90). Chapters that train networks, and the real-LLM and simulation chapters
 (30 s and more even at smoke size), are covered at their edges by validation and the cost guard
@@ -17,7 +17,7 @@ import os
 import pytest
 
 from param_space import edges, trains, try_point
-from posbias.chapters import chapter_ids, get_chapter
+from posbias.book.chapters import chapter_ids, get_chapter
 
 BUDGET = float(os.environ.get("POSBIAS_EDGE_SECONDS", "8"))
 #: Edges found to exit 1 and not fixed yet (issue 47's closing note): each must still fail, so that the

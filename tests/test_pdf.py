@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from posbias.build import latex_problems, toc_chapters
+from posbias.book.build import latex_problems, toc_chapters
 
 NO_TEX = [t for t in ("xelatex", "latexmk") if shutil.which(t) is None]
 pytestmark = [
@@ -31,7 +31,7 @@ def smoke_pdf(smoke_book) -> dict:
     if not (root / "book" / "_executed" / "status.md").exists():
         pytest.skip("the smoke book build did not execute the chapters (see test_book.py)")
     t0 = time.perf_counter()
-    code = "import sys; from posbias.build import build_pdf; sys.exit(build_pdf())"
+    code = "import sys; from posbias.book.build import build_pdf; sys.exit(build_pdf())"
     proc = subprocess.run([sys.executable, "-c", code],
                           cwd=root, env=smoke_book["env"], capture_output=True, text=True, timeout=900)
     pdf = root / "_build" / "latex" / "posbias.pdf"

@@ -1,9 +1,9 @@
-"""The absent verdict and the power column (posbias/claims/power.py) on synthetic units with known effects."""
+"""The absent verdict and the power column (posbias/analysis/claims/power.py) on synthetic units with known effects."""
 import pytest
 from scipy import stats as st
 
-from posbias import claims
-from posbias.claims import power
+from posbias.analysis import claims
+from posbias.analysis.claims import power
 
 N_TEST = 10_000
 

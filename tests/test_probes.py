@@ -1,12 +1,12 @@
-"""posbias.probes on networks whose behaviour is known by construction."""
+"""posbias.analysis.probes on networks whose behaviour is known by construction."""
 import pytest
 import torch
 from torch import nn
 
-from posbias import probes
-from posbias.model import EnsembleNet, MemberConfig
-from posbias.retrieval import Oracle
-from posbias.task import TaskConfig, make_task
+from posbias.analysis import probes
+from posbias.science.model import EnsembleNet, MemberConfig
+from posbias.science.retrieval import Oracle
+from posbias.science.task import TaskConfig, make_task
 
 
 def _net(scale: float) -> EnsembleNet:

@@ -1,4 +1,4 @@
-"""posbias.provenance: what a stored result says about the code, the environment and the processor."""
+"""posbias.storage.provenance: what a stored result says about the code, the environment and the processor."""
 import copy
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from provenance_helpers import AMD, CONTRADICTIONS, GPU, INTEL, NUM, _consistent, _sitting
 
-from posbias import provenance
+from posbias.storage import provenance
 
 
 def test_cpu_info_names_the_processor_and_torch_kernels():
@@ -28,7 +28,7 @@ def test_collect_records_the_cpu_threads_and_commit():
 def test_numerics_records_what_decides_a_units_bits():
     """The kernels torch dispatches to, the thread count, the engine, and the subnormal mode as it is
     (measured on the calling thread: on while flushing, off after)."""
-    from posbias.model import DEFAULT_ENGINE
+    from posbias.science.model import DEFAULT_ENGINE
 
     before = torch.get_num_threads()
     try:
@@ -59,7 +59,7 @@ def test_kernel_kind_is_vendor_and_torch_capability():
 def test_a_training_sitting_records_its_numerics(tmp_path):
     """Each sitting of a training (kept in its checkpoint, copied into the stored units' provenance)
     records the numerics it trained under: subnormals flushed inside training, one thread, the engine."""
-    from posbias.model import DEFAULT_ENGINE, MemberConfig
+    from posbias.science.model import DEFAULT_ENGINE, MemberConfig
     from posbias.training import checkpoints as ck
     from posbias.training.loop import train_units
     from posbias.training.units import Unit

@@ -1,14 +1,15 @@
-"""posbias.claims.quantities, through the register's entries: each quantity is the stated difference
+"""posbias.analysis.claims.quantities, through the register's entries: each quantity is the stated difference
 on hand-made units, and the judge reads a present, absent or reversed effect right. (These carry
-the assertions the chapters' own claim builders in posbias.evaluate had before the register.)"""
+the assertions the chapters' own claim builders in posbias.measures.evaluate had before the register.)"""
 import dataclasses
 
 import pytest
 import torch
 
-from posbias import claims, evaluate as ev
-from posbias.claims import quantities as q
-from posbias.model import MemberConfig
+from posbias.measures import evaluate as ev
+from posbias.analysis import claims
+from posbias.analysis.claims import quantities as q
+from posbias.science.model import MemberConfig
 
 N_TEST = 1000
 JITTER = [-2, -1, 0, 1, 2]                   # five runs, a small spread between them
@@ -128,7 +129,7 @@ def test_the_right_bound_and_the_eighteen_accuracy_bound_give_different_verdicts
     first register's '< 0' reading; that register's bound (3 accuracies per configuration, 18) cannot."""
     import yaml
 
-    from posbias import stats
+    from posbias.measures import stats
 
     sweep = lambda u, k: [0.5 + u, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5 + 1e-4 * k, 0.5 + u]      # noqa: E731
     labels = [f"last|{m}|{p}" for m in ("full", "causal") for p in ("none", "sin", "rope")]

@@ -1,10 +1,10 @@
 """An independent re-implementation of Wu et al.'s network, written from the paper's description
 (Section 5 and Appendix J: attention-only, one head per layer, a three-layer ReLU MLP and a softmax
-on the query token; AdamW, batch 128), not from ``posbias.model``. Its early training-loss curve
+on the query token; AdamW, batch 128), not from ``posbias.science.model``. Its early training-loss curve
 must match the library's within the noise between seeds, so a change to ``model.py`` or to the
 training loop that alters what the network learns cannot drift unnoticed (issue 25, item 2).
 
-Both train on the same batches (``posbias.task``); their initial weights differ (each draws its own),
+Both train on the same batches (``posbias.science.task``); their initial weights differ (each draws its own),
 so the curves agree only up to seed noise: the tolerance below is measured against it.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posbias.task import TaskConfig, make_task, train_batch
+from posbias.science.task import TaskConfig, make_task, train_batch
 
 DEPTH, STEPS, WINDOW, BATCH, SEEDS = 2, 200, 50, 128, (0, 1, 2)
-LR, WEIGHT_DECAY = 1e-3, 1e-6          # the training settings of posbias.train.Unit (the paper's code)
+LR, WEIGHT_DECAY = 1e-3, 1e-6          # the training settings of posbias.training.Unit (the paper's code)
 
 
 class ReferenceNet(nn.Module):
@@ -80,8 +80,8 @@ def load_posbias_init(net: ReferenceNet, state: dict[str, torch.Tensor]) -> None
 
 def posbias_curves(depth: int = DEPTH, steps: int = STEPS, window: int = WINDOW, seeds=SEEDS) -> torch.Tensor:
     """The library's curves for the same runs, ``(seeds, steps / window)``, from its training loop."""
-    from posbias.model import MemberConfig
-    from posbias.train import Unit, train_units
+    from posbias.science.model import MemberConfig
+    from posbias.training import Unit, train_units
 
     units = [Unit(depth, MemberConfig("causal", "none"), None, s, steps, eval_every=window, n_test=8,
                   n_sweep=8, n_sink=8) for s in seeds]
@@ -94,7 +94,7 @@ def test_reference_model_matches_posbias_step_for_step_from_the_same_weights():
     """Started from posbias's initial weights, on the same batches, the reference network's loss
     curve equals the library's up to float rounding (measured: 3.6e-7 over 100 steps at depth 2):
     the forward pass, the loss, the gradients and AdamW are the same computation."""
-    from posbias.model import EnsembleNet, MemberConfig
+    from posbias.science.model import EnsembleNet, MemberConfig
 
     ours = posbias_curves(steps=100, window=10, seeds=(0,))[0]
     init = EnsembleNet([MemberConfig("causal", "none")], [0], DEPTH).member_state(0)

@@ -1,10 +1,10 @@
-"""posbias.report: what a chapter records for results.json."""
+"""posbias.storage.report: what a chapter records for results.json."""
 import json
 
 import numpy as np
 import pytest
 
-from posbias import report
+from posbias.storage import report
 
 
 def test_check_is_recorded_with_its_verdict(fresh):
@@ -39,7 +39,7 @@ def test_a_file_computed_then_read_back_is_listed_once(fresh):
 def test_plain_table_is_the_styled_table_aligned():
     import pandas as pd
 
-    from posbias.report import plain_table
+    from posbias.storage.report import plain_table
 
     df = pd.DataFrame({"chapter": ["wu-fig-2", "wu-fig-6"], "hours": [42.675, 2.94],
                        "networks": ["45 of 45", "5 of 35"]})
@@ -52,12 +52,12 @@ def test_plain_table_is_the_styled_table_aligned():
 
 
 def test_a_styler_shows_its_table_not_its_address_in_a_kernel():
-    """In an IPython shell with posbias.report imported, a Styler's text/plain form is the table (what
+    """In an IPython shell with posbias.storage.report imported, a Styler's text/plain form is the table (what
     the PDF book prints), and its HTML form is unchanged."""
     import pandas as pd
     from IPython.core.interactiveshell import InteractiveShell
 
-    from posbias import report
+    from posbias.storage import report
 
     shell = InteractiveShell.instance()
     try:

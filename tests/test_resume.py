@@ -25,8 +25,8 @@ import pytest
 import torch
 
 from conftest import ROOT, posbias_cmd
-from posbias import store
-from posbias.runner import kernel_pids
+from posbias.storage import store
+from posbias.book.runner import kernel_pids
 
 # Training runs at roughly 100-300 steps/s here: 0.2 s between checkpoints and three stops that each
 # cost a checkpoint interval plus the signal's latency leave most of the 1000 steps to the final run

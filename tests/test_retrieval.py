@@ -1,4 +1,4 @@
-"""posbias.retrieval: the strategies' closed forms against their oracle networks, and the reading rule."""
+"""posbias.science.retrieval: the strategies' closed forms against their oracle networks, and the reading rule."""
 import itertools
 import math
 from fractions import Fraction
@@ -6,8 +6,8 @@ from fractions import Fraction
 import pytest
 import torch
 
-from posbias import retrieval as r
-from posbias.task import TaskConfig, ic_test_sets, make_task
+from posbias.science import retrieval as r
+from posbias.science.task import TaskConfig, ic_test_sets, make_task
 
 N_MC = 3000
 
@@ -65,7 +65,7 @@ def test_monte_carlo_only_strategies(mc):
 
 def test_oracles_are_measured_as_networks():
     """An oracle is scored by task.accuracy like a trained network: copying the correct slot is always right."""
-    from posbias.task import accuracy
+    from posbias.science.task import accuracy
     task = make_task(0)
     sets = ic_test_sets(200, 0)
     right = r.Oracle("copy_slot", task, slot=0)

@@ -1,13 +1,13 @@
-"""Property tests of posbias.rollout."""
+"""Property tests of posbias.science.rollout."""
 import math
 
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from posbias.attention import iter_random_attention, masked_softmax, random_attention_stack
-from posbias.masks import make_mask, reachability
-from posbias.rollout import first_position_mass, layers_to_reach, rollout, row_powers, stream_rollout
+from posbias.science.attention import iter_random_attention, masked_softmax, random_attention_stack
+from posbias.science.masks import make_mask, reachability
+from posbias.science.rollout import first_position_mass, layers_to_reach, rollout, row_powers, stream_rollout
 
 MASK = st.sampled_from(["full", "causal", "window", "prefix"])
 
@@ -73,8 +73,8 @@ def test_layers_to_reach():
 def test_causal_bound_ratios_hold_on_random_stacks_and_match_a_direct_count():
     import math
 
-    from posbias.masks import causal_mask
-    from posbias.rollout import causal_bound_ratios
+    from posbias.science.masks import causal_mask
+    from posbias.science.rollout import causal_bound_ratios
 
     n, depth = 6, 5
     attn, b = random_attention_stack(causal_mask(n), depth, d=4, weight_norm=1.5, samples=3, seed=1)
@@ -96,7 +96,7 @@ def test_causal_bound_ratios_hold_on_random_stacks_and_match_a_direct_count():
 
 
 def test_first_mass_drops_counts_a_row_that_loses_mass():
-    from posbias.rollout import first_mass_drops
+    from posbias.science.rollout import first_mass_drops
 
     a0 = torch.tensor([[1.0, 0, 0], [0.01, 0.99, 0], [0.9, 0.05, 0.05]], dtype=torch.float64)
     a1 = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.01, 0.98, 0.01]], dtype=torch.float64)
@@ -106,7 +106,7 @@ def test_first_mass_drops_counts_a_row_that_loses_mass():
 
 
 def test_drain_summary_on_a_hand_made_mass_curve():
-    from posbias.rollout import drain_summary
+    from posbias.science.rollout import drain_summary
 
     # two samples, 4 layers, 3 tokens; hop distances 0, 1, 2
     mass = torch.tensor([[[1, 0.0, 0.0], [1, 0.3, 0.2], [1, 0.6, 0.55], [1, 0.9, 0.97]],
@@ -122,8 +122,8 @@ def test_drain_summary_on_a_hand_made_mass_curve():
 
 
 def test_prefix_rollout_keeps_the_prefix_columns_and_its_bounds_hold():
-    from posbias.masks import prefix_mask
-    from posbias.rollout import prefix_rollout
+    from posbias.science.masks import prefix_mask
+    from posbias.science.rollout import prefix_rollout
 
     n, k, depth = 10, 3, 6
     attn, b = random_attention_stack(prefix_mask(n, k), depth, d=4, weight_norm=1.5, samples=2, seed=3)
@@ -145,7 +145,7 @@ def test_prefix_rollout_keeps_the_prefix_columns_and_its_bounds_hold():
 def test_walk_sum_is_the_product_in_its_order():
     """The chapters' brute-force reference: the sum over walks equals A(t) ... A(0), and not the
     product taken the other way round (non-commuting layers tell the two apart)."""
-    from posbias.rollout import walk_sum
+    from posbias.science.rollout import walk_sum
     g = torch.Generator().manual_seed(3)
     layers = [torch.softmax(torch.randn(4, 4, generator=g, dtype=torch.float64), -1) for _ in range(3)]
     forward = layers[2] @ layers[1] @ layers[0]
@@ -159,7 +159,7 @@ def test_walk_sum_is_the_product_in_its_order():
 def test_first_mass_drops_compares_each_layer_with_the_one_before():
     """Three layers: row 0's mass on position 1 goes 0.5 -> 0.9 -> 0.7, one drop (against the layer
     before, not against layer 0, where 0.7 is still a gain)."""
-    from posbias.rollout import first_mass_drops
+    from posbias.science.rollout import first_mass_drops
     p = torch.zeros(1, 3, 2, 2, dtype=torch.float64)
     p[0, :, 0, 0] = torch.tensor([0.5, 0.9, 0.7], dtype=torch.float64)
     p[0, :, 1, 0] = 0.3
@@ -181,7 +181,7 @@ def test_row_powers_log_holds_a_row_that_underflows_float64():
     zero: wu-thm-4-5's check (a) took the max of an empty selection, exit 1, from make fuzz)."""
     import math
 
-    from posbias import theory
+    from posbias.science import theory
 
     n, m, depth = 64, 0.01, 2000
     a = -math.expm1(-m) * theory.decay_weights(n, m)
@@ -202,7 +202,7 @@ def test_row_powers_held_marks_the_entries_underflow_left_exact():
 
     import pytest
 
-    from posbias import theory
+    from posbias.science import theory
 
     n, m, depth = 553, 0.1, 1599
     a = -math.expm1(-m) * theory.decay_weights(n, m)
@@ -227,7 +227,7 @@ def test_row_powers_log_refuses_a_row_with_no_positive_entry():
 
 
 def test_row_powers_refuses_bad_depths_with_the_rule():
-    from posbias.rollout import row_powers
+    from posbias.science.rollout import row_powers
 
     a = torch.full((3, 3), 1 / 3, dtype=torch.float64)
     for bad in ([], [0]):
@@ -236,7 +236,7 @@ def test_row_powers_refuses_bad_depths_with_the_rule():
 
 
 def test_drain_summary_when_the_last_token_never_reaches_the_level():
-    from posbias.rollout import drain_summary
+    from posbias.science.rollout import drain_summary
 
     mass = torch.tensor([[[1, 0.0, 0.0], [1, 0.3, 0.1], [1, 0.6, 0.2]]], dtype=torch.float64)   # (1, 3, 3)
     s = drain_summary(mass, torch.tensor([0, 1, 1]), level=0.5)
@@ -286,7 +286,7 @@ def test_drain_summary_counts_a_first_layer_hit():
     """One sample, two layers, two tokens; the last token's mass on position 1 is 0.6 then 0.9, level 0.5:
     it reaches the level after 1 layer, so needed = needed_min = 1 and never = 0 (by hand); the first token
     is position 1 itself (mass 1, hop 0, counted as 1). Sees a hit at layer 1 dropped (needed nan, min -1)."""
-    from posbias.rollout import drain_summary
+    from posbias.science.rollout import drain_summary
 
     mass = torch.tensor([[[1.0, 0.6], [1.0, 0.9]]], dtype=torch.float64)      # (S=1, T=2, n=2)
     out = drain_summary(mass, torch.tensor([0, 1]), 0.5)
@@ -305,7 +305,7 @@ def test_layers_to_reach_reads_each_row_on_its_own():
 def test_first_mass_drops_needs_a_loss_of_more_than_tol():
     """tol = 0.25: row 0 goes 0.75 -> 0.5, a loss of exactly tol (0.5 < 0.75 - 0.25 is false: no drop);
     row 1 goes 0.75 -> 0.25, a drop. One drop in two cases, by hand (all values exact in binary)."""
-    from posbias.rollout import first_mass_drops
+    from posbias.science.rollout import first_mass_drops
     p = torch.zeros(1, 2, 2, 2, dtype=torch.float64)
     p[0, :, 0, 0] = torch.tensor([0.75, 0.5], dtype=torch.float64)
     p[0, :, 1, 0] = torch.tensor([0.75, 0.25], dtype=torch.float64)
@@ -317,7 +317,7 @@ def test_causal_bound_ratios_of_one_row_by_hand():
     has ratios by hand: row (0.2, 0.3, 0.5), eps = e^{-2B}/3, generic = last = 0.8 / (1 - eps); the
     smallest causal weight is 0.2, so sharp = max(0.8 / 0.8, 0.5 / 0.6) = 1. Sees n read from the row
     count (1: no mass away from position 1, and eps_min over the zeros above the diagonal)."""
-    from posbias.rollout import causal_bound_ratios
+    from posbias.science.rollout import causal_bound_ratios
     attn = torch.tensor([[[[1.0, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]]], dtype=torch.float64)
     b = 0.5
     r = causal_bound_ratios(attn, rollout(attn)[..., 2:, :], b)

@@ -1,10 +1,11 @@
-"""posbias.runner: a failed write (no space, no permission) is exit 1 and one line naming the path;
+"""posbias.book.runner: a failed write (no space, no permission) is exit 1 and one line naming the path;
 a resumed training is said (the kill -9 run of it is tests/test_resume.py)."""
 import errno
 import json
 import os
 
-from posbias import runner, store
+from posbias.storage import store
+from posbias.book import runner
 
 
 class _KernelError(Exception):

@@ -1,7 +1,9 @@
-"""posbias.scoreboard: the claim register judged on the committed paper-profile units."""
+"""posbias.book.scoreboard: the claim register judged on the committed paper-profile units."""
 import pytest
 
-from posbias import claims, evaluate as ev, scoreboard as sb
+from posbias.measures import evaluate as ev
+from posbias.analysis import claims
+from posbias.book import scoreboard as sb
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,8 @@ def test_the_readme_and_front_page_words_are_the_registers_counts(board):
 
     root = Path(__file__).resolve().parents[1]
     assert board.readme_line() in (root / "README.md").read_text()
-    from posbias import learned                 # the README's sentences on retrieval, as the library writes them
+    # the README's sentences on retrieval, as the library writes them
+    from posbias.analysis import learned
     assert learned.fig2_headline() in (root / "README.md").read_text()
     assert learned.others_headline() in (root / "README.md").read_text()
     intro = (root / "book" / "intro.md").read_text()
@@ -146,7 +149,7 @@ def test_the_confirmatory_column_names_what_differs_and_counts_the_judged_only()
 
 
 def test_the_board_judges_the_frozen_register_on_confirmation_networks_only(board):
-    from posbias.claims import confirm
+    from posbias.analysis.claims import confirm
 
     fz = confirm.frozen()
     assert [j.entry.id for j in board.confirmatory] == [e.id for e in fz.register().entries]
@@ -164,7 +167,7 @@ def test_the_board_judges_the_frozen_register_on_confirmation_networks_only(boar
 def test_the_absent_and_power_columns_partition_the_judged_claims(board):
     """Issue 94: every judged claim gets one of the four verdicts; absent only where the 90% interval lies inside
     the register's margin; one power row per judged claim, with 'floor' exactly where no number of runs can decide."""
-    from posbias.claims import power
+    from posbias.analysis.claims import power
 
     c = board.absent_counts()
     assert sum(c[v] for v in power.VERDICTS) == c["total"] == len(board.judged)

@@ -3,7 +3,7 @@ half way misses none of them, and its final weights are those of an uninterrupte
 import pytest
 import torch
 
-from posbias import store
+from posbias.storage import store
 from posbias.training import checkpoints as ck
 from posbias.training import loop, snapshots
 
@@ -25,7 +25,7 @@ def test_snapshots_at_step_zero_and_every_interval_and_the_last_is_the_result(tm
     rec = snapshots.record(unit, 2)
     assert rec["result"] == res and rec["provenance"]["snapshots"] == [0, 2, 4, 6]
     assert rec["provenance"]["reproduces"] is None               # nothing stored to compare with
-    from posbias.provenance import summary
+    from posbias.storage.provenance import summary
     summ = summary(rec["provenance"]["sittings"])                  # the summary is its sittings' (issue 95)
     assert rec["provenance"]["sittings"] and all(rec["provenance"][k] == summ[k] for k in summ if k != "mixed")
     # the last snapshot is the network that produced the result

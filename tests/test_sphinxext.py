@@ -1,10 +1,10 @@
-"""posbias.sphinxext: a figure's alt text is written from its caption, never its file path (issue 98)."""
+"""posbias.book.sphinxext: a figure's alt text is written from its caption, never its file path (issue 98)."""
 from docutils import nodes
 from docutils.frontend import get_default_settings
 from docutils.parsers.rst import Parser
 from docutils.utils import new_document
 
-from posbias.sphinxext import _figure_alt_texts, figure_alt, plain_math
+from posbias.book.sphinxext import _figure_alt_texts, figure_alt, plain_math
 
 
 def _figure(caption: list[nodes.Node], **image: str) -> tuple[nodes.document, nodes.image]:
@@ -72,7 +72,7 @@ def _links(doc):
 
 
 def test_the_first_use_of_each_term_is_linked_and_only_the_first():
-    from posbias.sphinxext import link_terms
+    from posbias.book.sphinxext import link_terms
 
     doc = _page([nodes.Text("The Register judges claims after   Holm; the register again.")],
                 [nodes.Text("Networks that retrieves nothing; a community of units; a U here, u there.")])
@@ -85,7 +85,7 @@ def test_the_first_use_of_each_term_is_linked_and_only_the_first():
 
 
 def test_terms_in_code_math_headings_links_and_cells_are_never_linked():
-    from posbias.sphinxext import link_terms
+    from posbias.book.sphinxext import link_terms
 
     doc = new_document("<test>", get_default_settings(Parser))
     doc += nodes.title("", "The register")
@@ -98,7 +98,7 @@ def test_terms_in_code_math_headings_links_and_cells_are_never_linked():
 
 
 def test_a_term_the_page_already_links_is_left_alone_and_words_containing_a_term_are_not_it():
-    from posbias.sphinxext import link_terms
+    from posbias.book.sphinxext import link_terms
 
     doc = _page([nodes.reference("", "register", refuri="glossary.html#term-register"),
                  nodes.Text(" and later the register; reunite, retrieval, unitary, U-shaped.")])

@@ -1,8 +1,8 @@
-"""posbias.stats: the mean over runs and its standard error, Student's t, the verdict, Holm's correction."""
+"""posbias.measures.stats: the mean over runs and its standard error, Student's t, the verdict, Holm's correction."""
 import pytest
 import torch
 
-from posbias.stats import holm, p_value, rate_verdict, seed_mean_se, t_critical, verdict
+from posbias.measures.stats import holm, p_value, rate_verdict, seed_mean_se, t_critical, verdict
 
 
 def test_verdict_and_standard_error():
@@ -43,7 +43,7 @@ def test_holm_steps_down_and_stops_at_the_first_failure():
 def test_rate_verdict_is_the_exact_test_both_ways():
     from math import comb
 
-    from posbias.stats import rate_verdict
+    from posbias.measures.stats import rate_verdict
 
     def tail(ks, n, p):
         return sum(comb(n, k) * p ** k * (1 - p) ** (n - k) for k in ks)
@@ -70,7 +70,7 @@ def test_rate_verdict_contradicts_a_true_claim_rarely():
     """Simulated at the null rate and above it: contradicted at most level / 2 of the time, at any size."""
     import numpy as np
 
-    from posbias.stats import rate_verdict
+    from posbias.measures.stats import rate_verdict
     rng = np.random.default_rng(0)
     for p0, p, n in ((0.25, 0.25, 12), (0.25, 0.31, 120), (0.5, 0.5, 29), (1 / 12, 0.2, 10)):
         v = [rate_verdict(int(k), n, p0)["verdict"] for k in rng.binomial(n, p, 4000)]
@@ -78,7 +78,7 @@ def test_rate_verdict_contradicts_a_true_claim_rarely():
 
 
 def test_within_bound_decides_on_the_interval_both_ways():
-    from posbias.stats import within_bound
+    from posbias.measures.stats import within_bound
 
     # z = 1.960 for one estimate, 2.241 for two (Bonferroni): 1 - 0.025 / 2 = 0.9875
     assert abs(within_bound(0.0, 1.0, 5.0)["z"] - 1.959964) < 1e-5
@@ -102,7 +102,7 @@ def test_within_bound_contradicts_a_true_claim_rarely():
     """Estimates drawn at the bound and inside it: contradicted at most level / 2 of the time."""
     import numpy as np
 
-    from posbias.stats import within_bound
+    from posbias.measures.stats import within_bound
     rng = np.random.default_rng(1)
     for true, se, bound in ((1.0, 0.5, 1.0), (-1.0, 0.1, 1.0), (0.0, 2.0, 1.0)):
         v = [within_bound(x, se, bound)["verdict"] for x in rng.normal(true, se, 4000)]
@@ -112,7 +112,7 @@ def test_within_bound_contradicts_a_true_claim_rarely():
 def test_family_z_is_bonferroni_two_sided():
     from scipy import stats as st
 
-    from posbias.stats import family_z
+    from posbias.measures.stats import family_z
 
     assert family_z(1, 0.05) == pytest.approx(1.959964, abs=1e-6)
     assert family_z(500) == pytest.approx(4.7534, abs=1e-4) and family_z(5000) == pytest.approx(5.1993, abs=1e-4)
@@ -129,7 +129,7 @@ def test_rate_verdict_on_no_trials_says_nothing_and_is_a_probability():
 
 
 def test_within_bound_returns_its_inputs_by_name_and_takes_a_bound_of_zero():
-    from posbias.stats import within_bound
+    from posbias.measures.stats import within_bound
 
     r = within_bound(0.0, 0.0, 0.0)                 # exactly zero, known exactly: within a bound of zero
     assert r == {"value": 0.0, "se": 0.0, "bound": 0.0, "z": pytest.approx(1.959964, abs=1e-6), "verdict": "reproduced"}
@@ -160,7 +160,7 @@ def test_p_value_of_a_mean_of_one_is_not_the_zero_mean_shortcut():
 def test_family_z_refuses_a_level_of_one_or_more():
     """A level is a probability below 1: level 1.0 or 1.5 raises (a widened bound would return a z of
     1.28 or 0.67 for them); level 0.05 for one entry is the two-sided 5% quantile 1.959964."""
-    from posbias.stats import family_z
+    from posbias.measures.stats import family_z
 
     assert family_z(1, 0.05) == pytest.approx(1.959964, abs=1e-6)
     for level in (1.0, 1.5, 0.0):
@@ -173,14 +173,14 @@ def test_seed_mean_se_takes_the_contrasts_coefficients_as_the_judge_does():
     twice a single gap's; the judge's formula, sqrt(s^2/n + coef2/(4 n_test))."""
     import math
 
-    from posbias.claims import quantities
+    from posbias.analysis.claims import quantities
 
     vals, n = [0.01, 0.03, 0.02, 0.05], 10_000
     var = sum((v - 0.0275) ** 2 for v in vals) / 3
     assert seed_mean_se(vals, n)[1] == pytest.approx(math.sqrt(var / 4 + 2 / (4 * n)))       # a gap
     assert seed_mean_se(vals, n, coef2=4)[1] == pytest.approx(math.sqrt(var / 4 + 4 / (4 * n)))
     assert seed_mean_se([0.2], n, coef2=4)[1] == pytest.approx(math.sqrt(1 / n))
-    from posbias.claims import mean_se
+    from posbias.analysis.claims import mean_se
 
     m = quantities.Measure(torch.tensor(vals, dtype=torch.float64), n, 4.0)
     assert mean_se(m)[:2] == pytest.approx(seed_mean_se(vals, n, coef2=4))
@@ -191,7 +191,7 @@ def test_seed_mean_se_takes_the_contrasts_coefficients_as_the_judge_does():
 def test_tost_is_two_one_sided_students_t_tests():
     from scipy import stats as st
 
-    from posbias.stats import tost
+    from posbias.measures.stats import tost
 
     mean, se, n, margin = 0.012, 0.015, 5, 0.05
     r = tost(mean, se, n, margin)
@@ -204,7 +204,7 @@ def test_tost_is_two_one_sided_students_t_tests():
 def test_tost_uses_the_ninety_percent_interval_not_the_ninety_five():
     from scipy import stats as st
 
-    from posbias.stats import tost
+    from posbias.measures.stats import tost
 
     # half-widths: 90% 2.132 se, 95% 2.776 se (4 df): a mean whose 90% interval fits and 95% does not
     se, margin = 0.01, 0.05
@@ -216,7 +216,7 @@ def test_tost_uses_the_ninety_percent_interval_not_the_ninety_five():
 
 @pytest.mark.parametrize("mean", [-0.049, -0.03, 0.0, 0.02, 0.049, 0.06, -0.07])
 def test_tost_absent_exactly_when_the_interval_lies_inside_the_margin(mean):
-    from posbias.stats import tost
+    from posbias.measures.stats import tost
 
     for se, n in ((0.004, 5), (0.02, 10), (0.01, 1)):
         r = tost(mean, se, n, 0.05)
@@ -225,7 +225,7 @@ def test_tost_absent_exactly_when_the_interval_lies_inside_the_margin(mean):
 
 
 def test_tost_refuses_a_margin_of_zero_and_a_negative_se():
-    from posbias.stats import tost
+    from posbias.measures.stats import tost
 
     with pytest.raises(ValueError, match="margin > 0"):
         tost(0.0, 0.01, 5, 0.0)
@@ -236,7 +236,7 @@ def test_tost_refuses_a_margin_of_zero_and_a_negative_se():
 def test_seeds_needed_is_the_first_n_that_passes_by_brute_force():
     from scipy import stats as st
 
-    from posbias.stats import floor_binds, seeds_needed
+    from posbias.measures.stats import floor_binds, seeds_needed
 
     cases = ((0.03, 0.04, 0.005, 0.05), (-0.05, 0.02, 0.01, 0.05 / 48), (0.2, 0.0, 0.01, 0.001))
     for effect, sd, floor, level in cases:
@@ -249,7 +249,7 @@ def test_seeds_needed_is_the_first_n_that_passes_by_brute_force():
 def test_seeds_needed_says_none_where_the_floor_binds_or_beyond_n_max():
     from scipy import stats as st
 
-    from posbias.stats import floor_binds, seeds_needed
+    from posbias.measures.stats import floor_binds, seeds_needed
 
     floor, level = 0.01, 0.05 / 48
     z = st.norm.ppf(1 - level / 2)

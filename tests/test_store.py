@@ -9,7 +9,8 @@ import warnings
 
 import pytest
 
-from posbias import checkdata, parking, store
+from posbias.storage import parking, store
+from posbias.book import checkdata
 
 
 @pytest.fixture()
@@ -164,7 +165,7 @@ def _worker(args):
     cache, out = args
     os.environ["POSBIAS_CACHE"] = cache
     os.environ.pop("POSBIAS_RUN_DIR", None)
-    from posbias import store as s
+    from posbias.storage import store as s
 
     def compute():
         with open(out, "a") as f:

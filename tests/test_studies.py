@@ -1,7 +1,7 @@
 """The residual study's descriptive report: changes with depth, paired by seed, and their sentences."""
 import pytest
 
-from posbias import studies
+from posbias.analysis import studies
 
 N_TEST = 10_000
 

@@ -1,10 +1,10 @@
-"""posbias.task: the Reddy-style data is seeded, vectorised and has the structure it claims."""
+"""posbias.science.task: the Reddy-style data is seeded, vectorised and has the structure it claims."""
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from posbias.task import (IC_PAIRS, TaskConfig, embed, ic_test_set, ic_test_sets, make_task, slot_index,
-                          sweep_test_sets, train_batch)
+from posbias.science.task import (IC_PAIRS, TaskConfig, embed, ic_test_set, ic_test_sets, make_task, slot_index,
+                                  sweep_test_sets, train_batch)
 
 SMALL = TaskConfig(n_items=8, n_classes=64, n_labels=8, dim=16, burstiness=4, eps=0.75)
 
@@ -42,7 +42,7 @@ def test_biased_target_slot_holds_query_label(slot, seed):
 
 def test_burstiness_each_class_b_times():
     # every row holds N/B distinct classes, B copies of each
-    from posbias.task import _arrangement
+    from posbias.science.task import _arrangement
     cls = _arrangement(64, SMALL, SMALL.n_classes, torch.Generator().manual_seed(3))
     assert cls.shape == (64, SMALL.n_items)
     for row in cls:
@@ -108,7 +108,7 @@ def test_embed_interleaves():
 @settings(max_examples=30, deadline=None)
 @given(b=st.integers(1, 40), m=st.integers(0, 6), extra=st.integers(0, 30), seed=st.integers(0, 2**31))
 def test_distinct_draws_are_distinct_and_in_range(b, m, extra, seed):
-    from posbias.task import distinct
+    from posbias.science.task import distinct
 
     n = m + extra
     out = distinct(b, m, n, torch.Generator().manual_seed(seed))
@@ -120,7 +120,7 @@ def test_distinct_draws_are_distinct_and_in_range(b, m, extra, seed):
 
 def test_distinct_is_uniform_over_ordered_pairs():
     """All 20 ordered pairs of 5 values, 40,000 draws: a chi-square test at the 0.1% level (19 d.o.f.)."""
-    from posbias.task import distinct
+    from posbias.science.task import distinct
 
     out = distinct(40_000, 2, 5, torch.Generator().manual_seed(0))
     counts = torch.bincount(out[:, 0] * 5 + out[:, 1], minlength=25).double()
@@ -133,7 +133,7 @@ def test_distinct_is_uniform_over_ordered_pairs():
 
 
 def test_distinct_refuses_too_many():
-    from posbias.task import distinct
+    from posbias.science.task import distinct
 
     with pytest.raises(ValueError, match="distinct"):
         distinct(2, 5, 4, torch.Generator())

@@ -1,8 +1,8 @@
-"""posbias.teeth: the committed mutation results as the book reads them."""
+"""posbias.book.teeth: the committed mutation results as the book reads them."""
 import json
 from pathlib import Path
 
-from posbias.teeth import mutmut_frame, sample_result, standing_counts
+from posbias.book.teeth import mutmut_frame, sample_result, standing_counts
 
 DIFF = "--- a\n+++ b\n@@ -1 +1 @@\n-    x = 1\n+    x = 2\n"
 
@@ -30,8 +30,8 @@ def test_a_survivors_standing_counts_a_kill_only_where_mutmut_confirms_it(tmp_pa
 
 
 def test_the_sample_by_chapter_counts_what_each_smoke_run_reaches_and_what_lived(tmp_path):
-    from posbias.cite import _sampled_note
-    from posbias.teeth import sampled_by_chapter
+    from posbias.book.cite import _sampled_note
+    from posbias.book.teeth import sampled_by_chapter
 
     run = {"date": "2026-12-03", "tested": 4, "killed": 2, "score": 0.5, "score_95": [0.15, 0.85], "seed": 7,
            "survivors": {"m2": DIFF, "m3": DIFF}, "equivalent": {"m2": "same"}, "killed_by_unit_tests": {},
@@ -66,7 +66,7 @@ def test_sample_runs_lists_the_committed_samples_in_declared_order_and_the_statu
     """Two of the declared samples committed (the first and the third): both listed, in the Makefile's
     order, with whether each says which chapters reach it; the Status page prints a line per sample and
     reads the chapters' counts from the latest sample that has them."""
-    from posbias import cite, teeth
+    from posbias.book import cite, teeth
 
     def run(score, seed, reach=None):
         return {"date": "2026-12-03", "commit": f"c{seed}", "tested": 4, "killed": int(4 * score), "score": score,
@@ -103,7 +103,7 @@ def test_every_mutant_sample_the_makefile_declares_is_listed_in_samples():
     """A sample declared in the Makefile but missing from teeth.SAMPLES would never reach the Status page."""
     import re
 
-    from posbias.teeth import SAMPLES
+    from posbias.book.teeth import SAMPLES
 
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     targets = set(re.findall(r"^(mutants(?:-\d+)?):", makefile, flags=re.M))
@@ -122,7 +122,7 @@ def test_standing_counts_reads_each_status_by_its_start():
 def test_core_result_says_how_far_an_unfinished_run_is_and_scores_a_finished_one(tmp_path):
     """`make mutants-core`'s sentence: unfinished, how many tested and killed so far (no score, survivors
     unread); finished, the score, its interval and the triage; absent, not run yet."""
-    from posbias.teeth import core_result
+    from posbias.book.teeth import core_result
 
     run = {"date": "d", "machine": "m", "commit": "c", "generated": 5154, "tested": 1200, "killed": 1000,
            "score": 1000 / 1200, "score_95": [0.81, 0.85], "wall_seconds": 4000, "jobs": 1,

@@ -1,14 +1,14 @@
-"""Tests of posbias.theory: path counts, decay identity and band, RoPE bounds and critical distances."""
+"""Tests of posbias.science.theory: path counts, decay identity and band, RoPE bounds and critical distances."""
 import math
 
 import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from posbias import theory
-from posbias.attention import masked_softmax, decay_bias, random_attention_stack
-from posbias.masks import causal_mask
-from posbias.rollout import rollout, row_powers
+from posbias.science import theory
+from posbias.science.attention import masked_softmax, decay_bias, random_attention_stack
+from posbias.science.masks import causal_mask
+from posbias.science.rollout import rollout, row_powers
 
 
 @given(st.integers(0, 60), st.integers(1, 30))
@@ -124,9 +124,9 @@ def test_half_weight_distances():
 
 
 def test_decay_peaks_reads_the_argmax_of_the_matrix_power():
-    from posbias.attention import decay_bias, masked_softmax
-    from posbias.masks import causal_mask
-    from posbias.theory import decay_peaks
+    from posbias.science.attention import decay_bias, masked_softmax
+    from posbias.science.masks import causal_mask
+    from posbias.science.theory import decay_peaks
 
     n, m = 400, 0.2231
     rows, skipped = decay_peaks(n, [m], [2, 4, 64])
@@ -301,7 +301,7 @@ def test_half_weight_rows_memory_does_not_grow_with_the_row(tmp_path):
     import subprocess
     import sys
 
-    code = ("import math, resource, torch; from posbias import theory; "
+    code = ("import math, resource, torch; from posbias.science import theory; "
             "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
             "th = theory.rope_slowest_angle(512, 49000.0); "
             "hw = theory.half_weight_rows(-math.log(0.8), th, 0.6, 512, 49000.0); "

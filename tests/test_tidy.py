@@ -1,6 +1,6 @@
-"""posbias.tidy: the executed notebook as the book shows it: relative paths, check lines collapsed."""
-from posbias import tidy
-from posbias.provenance import ROOT
+"""posbias.book.tidy: the executed notebook as the book shows it: relative paths, check lines collapsed."""
+from posbias.book import tidy
+from posbias.storage.provenance import ROOT
 
 
 def test_paths_in_the_repository_are_kept_relative_to_it_and_others_by_name(tmp_path):

@@ -9,10 +9,10 @@ import sys
 import pytest
 from conftest import IGNORE, ROOT, posbias_cmd
 
-from posbias import evaluate as ev
-from posbias import train
-from posbias.chapters import chapter_ids, get_chapter
-from posbias.model import MemberConfig
+from posbias.measures import evaluate as ev
+from posbias import training as train
+from posbias.book.chapters import chapter_ids, get_chapter
+from posbias.science.model import MemberConfig
 from posbias.trained import (FIG2_ARCHITECTURES, Config, TrainedChapter, declaration, fig2_config, parse_fig2,
                              trained_chapters)
 from posbias.trained.wu_fig_3 import ARCHITECTURES as FIG3_ARCHITECTURES
@@ -123,7 +123,8 @@ n_sink = 8
 ```
 
 ```{code-cell} ipython3
-from posbias import report, train
+from posbias import training as train
+from posbias.storage import report
 res = train.run_chapter_campaign("toy-trained", globals())
 runs = [r for us in res.values() for r in us]
 report.check("toy-trained", "every network of the declaration trained and was evaluated",
@@ -134,8 +135,8 @@ report.check("toy-trained", "every network of the declaration trained and was ev
 """
 
 TOY_DECLARATION = '''"""A toy trained chapter: the causal and decay masks without PE at ``depth``."""
-from ..model import MemberConfig
-from . import Config, TrainedChapter
+from posbias.science.model import MemberConfig
+from posbias.trained import Config, TrainedChapter
 
 
 def configs(p) -> list[Config]:
@@ -168,9 +169,9 @@ def _toy_last_eval_lost(orig):
 
 
 TRAINED_MUTANTS += [
-    Mutant("toy-drops-decay", "posbias.train.run_chapter_campaign", "the decay networks lost", _toy_drops_decay,
+    Mutant("toy-drops-decay", "posbias.training.run_chapter_campaign", "the decay networks lost", _toy_drops_decay,
            ("toy-trained",)),
-    Mutant("toy-last-eval-lost", "posbias.train.run_chapter_campaign", "curves without their last evaluation",
+    Mutant("toy-last-eval-lost", "posbias.training.run_chapter_campaign", "curves without their last evaluation",
            _toy_last_eval_lost, ("toy-trained",)),
 ]
 '''

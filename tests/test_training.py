@@ -9,7 +9,8 @@ import pytest
 import torch
 from training_helpers import _sigterm_in_step, _unit
 
-from posbias import provenance, train
+from posbias import training as train
+from posbias.storage import provenance
 from posbias.training import campaigns, engine, planning
 from posbias.training import checkpoints as ck
 
@@ -46,7 +47,7 @@ def test_run_campaign_smoke_uses_the_store(tmp_path, monkeypatch):
 @pytest.mark.parametrize("damage", ["truncate", "empty", "truncate-without-hash"])
 def test_a_damaged_cache_entry_of_a_unit_is_retrained_and_planner_estimate_status_agree(tmp_path, monkeypatch,
                                                                                         damage):
-    from posbias import chapters, cost
+    from posbias.book import chapters, cost
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path))
     monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
@@ -73,7 +74,7 @@ def test_a_damaged_cache_entry_of_a_unit_is_retrained_and_planner_estimate_statu
 
 
 class _Recorder:
-    """Stands in for ``posbias.train`` in a notebook's campaign call and records what it asks for."""
+    """Stands in for ``posbias.training`` in a notebook's campaign call and records what it asks for."""
 
     def __init__(self):
         self.calls = []
@@ -106,7 +107,7 @@ def _units_of(chapter, profile, overrides):
     return train.units_of(chapter, profile, overrides)
 
 
-from posbias.chapters import chapter_ids, get_chapter  # noqa: E402
+from posbias.book.chapters import chapter_ids, get_chapter  # noqa: E402
 from posbias.trained import trained_chapters  # noqa: E402
 
 
@@ -208,7 +209,7 @@ def test_format_status_projects_at_the_latest_sittings_pace():
 def test_status_reads_the_stopping_rule_on_a_rule_stopped_checkpoint():
     """A unit trained until a rule holds: its status line says how far each part is from holding at its
     last evaluation, read from the checkpoint's curves (one list per evaluation, one member)."""
-    from posbias import convergence as cv
+    from posbias.measures import convergence as cv
     from posbias.training import status as status_mod
     kw = dict(steps=500_000, seeds=[2], eval_every=5000, n_test=10_000, n_sweep=8, n_sink=8, configs=["RoPE|6"])
     (u,) = train.units_of("wu-bias-over-training", "default", dict(stop_rule="plateau-50k", **kw))["RoPE|6"]

@@ -7,7 +7,9 @@ import pytest
 import torch
 from training_helpers import _crash_at_step, _own_data, _sigterm_in_step, _unit, _without_wall_time
 
-from posbias import checkdata, parking, provenance, train
+from posbias import training as train
+from posbias.storage import parking, provenance
+from posbias.book import checkdata
 from posbias.training import campaigns
 from posbias.training import checkpoints as ck
 
@@ -98,7 +100,8 @@ def test_committed_checkpoint_carries_a_campaign_to_a_fresh_clone(tmp_path, monk
     empty cache (another machine) continues from it and ends bit-identical to an uninterrupted run;
     parking needs no lock, so it runs beside a training process;
     once the units are stored the committed checkpoint is removed; a tampered one is not used."""
-    from posbias import checkdata, store
+    from posbias.storage import store
+    from posbias.book import checkdata
 
     data = _own_data(tmp_path, monkeypatch)
     monkeypatch.setattr(parking, "PART_BYTES", 2**15)     # so that this small checkpoint is committed in several parts
@@ -184,7 +187,7 @@ def test_smaller_max_members_splits_a_started_ensemble_exactly(tmp_path, monkeyp
     needs it; training_time counts the time before the split once; a larger ensemble that another
     process is training is not cut. On the CPU: on a GPU another ensemble size rounds otherwise
     (tests/test_cuda.py)."""
-    from posbias import store
+    from posbias.storage import store
 
     monkeypatch.setenv("POSBIAS_DEVICE", "cpu")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posbias import train
+from posbias import training as train
 from posbias.training import checkpoints as ck
 from posbias.training import engine as eng
 

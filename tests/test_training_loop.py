@@ -9,7 +9,7 @@ import pytest
 import torch
 from training_helpers import _crash_at_step, _sigterm_in_step, _unit, _without_wall_time
 
-from posbias import train
+from posbias import training as train
 from posbias.training import checkpoints as ck
 
 
@@ -83,8 +83,8 @@ def test_ensemble_result_equals_alone(monkeypatch):
 
 _ALLOCATOR_CHILD = """
 import json, sys, torch
-from posbias import train
-from posbias.model import MemberConfig
+from posbias import training as train
+from posbias.science.model import MemberConfig
 torch.set_num_threads(1)
 u = train.Unit(2, MemberConfig("causal", "none"), None, 0, 4, batch_size=128, eval_every=2, n_test=64,
                n_sweep=8, n_sink=16)
@@ -216,7 +216,7 @@ def test_flushing_reaches_every_torch_thread_and_ends_with_the_block(when):
 
 
 def test_sittings_record_whether_subnormals_were_flushed(tmp_path, monkeypatch):
-    from posbias import store
+    from posbias.storage import store
 
     monkeypatch.setattr(store, "CACHE_DIR_ENV_DEFAULT", None, raising=False)
     st = {}

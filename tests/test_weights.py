@@ -5,9 +5,10 @@ import json
 import pytest
 import torch
 
-from posbias import store, train
-from posbias.evaluate import ic_accuracies, sweep_accuracies
-from posbias.task import TaskConfig, make_task
+from posbias import training as train
+from posbias.storage import store
+from posbias.measures.evaluate import ic_accuracies, sweep_accuracies
+from posbias.science.task import TaskConfig, make_task
 from posbias.training import campaigns, weights
 from posbias.training import units as unit_sets
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from posbias import store
+from posbias.storage import store
 
 
 @pytest.fixture()
@@ -59,7 +59,7 @@ def test_a_record_is_verified_once_per_version_and_each_read_is_its_own(env, mon
 
 
 def test_the_register_is_judged_once_per_version_of_the_stored_data(monkeypatch):
-    from posbias import claims
+    from posbias.analysis import claims
 
     judged = _count(monkeypatch, claims, "judge")
     monkeypatch.setattr(claims, "_JUDGED", {})
@@ -73,8 +73,8 @@ def test_the_register_is_judged_once_per_version_of_the_stored_data(monkeypatch)
 
 
 def test_the_frozen_register_is_loaded_once():
-    from posbias import claims
-    from posbias.claims import confirm
+    from posbias.analysis import claims
+    from posbias.analysis.claims import confirm
 
     fz = confirm.frozen()
     confirm._LOADED.pop(fz.sha256, None)
@@ -88,7 +88,7 @@ def test_the_frozen_register_is_loaded_once():
 
 def test_a_smoke_run_of_figure_2_computes_its_units_at_most_50_times(monkeypatch, tmp_path):
     """One in-process smoke execution of wu-fig-2 (its page, the register, the scoreboard it quotes)."""
-    from posbias.mutation import execute_chapter, failed_checks
+    from posbias.book.mutation import execute_chapter, failed_checks
     from posbias.training import campaigns
 
     monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))

@@ -164,6 +164,6 @@ def test_readme_names_the_pages_address_of_the_configured_repository():
     pages = f"https://{owner.lower()}.github.io/{repo}/"
     online = re.search(r"## Online, in Binder\n(.*?)\n## ", (ROOT / "README.md").read_text(), re.S).group(1)
     assert pages in online, f"the README's Online section should name {pages}"
-    from posbias import cite
+    from posbias.book import cite
     if "POSBIAS_BOOK_URL" not in os.environ:
         assert cite.BOOK_URL.rstrip("/") == pages.rstrip("/"), "citations name the address the book is published at"

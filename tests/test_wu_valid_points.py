@@ -35,10 +35,10 @@ import pytest
 import torch
 
 from param_space import try_point
-from posbias.attention import random_attention_stack
-from posbias.chapters import get_chapter
-from posbias.masks import causal_mask, prefix_mask
-from posbias.rollout import causal_bound_ratios, prefix_rollout, rollout
+from posbias.science.attention import random_attention_stack
+from posbias.book.chapters import get_chapter
+from posbias.science.masks import causal_mask, prefix_mask
+from posbias.science.rollout import causal_bound_ratios, prefix_rollout, rollout
 
 
 @pytest.fixture(autouse=True)

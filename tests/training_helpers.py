@@ -4,8 +4,8 @@ import signal
 
 import torch
 
-from posbias import train
-from posbias.model import MemberConfig
+from posbias import training as train
+from posbias.science.model import MemberConfig
 from posbias.training import loop
 
 
@@ -46,7 +46,7 @@ def _without_wall_time(r):
 
 def _own_data(tmp_path, monkeypatch):
     """An empty data/ (and manifest) for the store, one torch thread, results kept out of data/."""
-    from posbias import store
+    from posbias.storage import store
 
     torch.set_num_threads(1)
     data = tmp_path / "data"

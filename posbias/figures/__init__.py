@@ -4,7 +4,7 @@ Files are byte-identical across builds of the same commit and parameters: no dat
 a fixed SVG hash salt, and ``SOURCE_DATE_EPOCH`` honoured by the PDF backend.
 
 A figure's caption is written once, in the chapter's ``{glue:figure}`` directive: ``posbias run`` passes
-the chapter's captions as ``POSBIAS_CAPTIONS`` (JSON, :func:`posbias.chapters.figure_captions`) and
+the chapter's captions as ``POSBIAS_CAPTIONS`` (JSON, :func:`posbias.book.chapters.figure_captions`) and
 ``save`` takes the figure's from there, its ``{glue:text}`` roles filled in (:func:`caption_for`).
 
 The drawing helpers of the chapters' figures live beside it: :mod:`posbias.figures.wu` (Wu et al.'s
@@ -14,14 +14,16 @@ name is here.
 """
 from __future__ import annotations
 
-from .saving import FORMATS, SavedFigure, caption_for, resolve_glue, save, style  # first: picks the backend
-from .comparisons import hero_figure, sink_comparison_figure
-from .kim import plot_score_map, score_map_grid
-from .overtraining import bias_over_training_figure, budget_trajectories_figure, jump_figure
-from .standing import standing_figure
-from .wu import (alpha_profile_figure, attention_maps_figure, fig3_accuracy_figure,
-                 fig3_gap_curves_figure, fig3_sweep_figure, fig4_accuracy_figure, fig4_preference_curves_figure,
-                 fig4_sweep_figure, gap_bars_figure, gap_curves_figure, sink_panels_figure)
+# first: picks the backend
+from posbias.figures.saving import FORMATS, SavedFigure, caption_for, resolve_glue, save, style
+from posbias.figures.comparisons import hero_figure, sink_comparison_figure
+from posbias.figures.kim import plot_score_map, score_map_grid
+from posbias.figures.overtraining import bias_over_training_figure, budget_trajectories_figure, jump_figure
+from posbias.figures.standing import standing_figure
+from posbias.figures.wu import (alpha_profile_figure, attention_maps_figure, fig3_accuracy_figure,
+                                fig3_gap_curves_figure, fig3_sweep_figure, fig4_accuracy_figure,
+                                fig4_preference_curves_figure, fig4_sweep_figure, gap_bars_figure, gap_curves_figure,
+                                sink_panels_figure)
 
 __all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigure",
            "gap_curves_figure", "gap_bars_figure", "attention_maps_figure", "alpha_profile_figure",

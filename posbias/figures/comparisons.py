@@ -39,7 +39,7 @@ def sink_comparison_figure(toy: dict[str, Any], real: dict[str, Any], table: Any
 
 
 def hero_figure(h: Any) -> matplotlib.figure.Figure:
-    """The front page's figure from :class:`posbias.scoreboard.HeroData`: the pull toward the first
+    """The front page's figure from :class:`posbias.book.scoreboard.HeroData`: the pull toward the first
     token in theory (uniform causal attention's rollout: the last token's share of context on token 1
     against depth), in trained networks (Figure 2's first-vs-last gap at the paper's settings, by
     PE, mean ± SE) and in a real model (SmolLM2: token 1's attention over its uniform share, per layer)."""

@@ -8,17 +8,18 @@ from typing import Mapping, Sequence
 import matplotlib.figure
 import matplotlib.pyplot as plt
 
-from .. import budget as bd
-from .. import convergence as cv
+from posbias.analysis import budget as bd
+from posbias.measures import convergence as cv
 
 
 def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title: str,
                               mark: int | None = 100_000) -> matplotlib.figure.Figure:
     """One panel per configuration of ``study`` (label -> stored runs; incomplete labels skipped): the
     gaps first-middle, first-last and middle-last against iterations (thousands), mean over runs with
-    a band of one standard error (:func:`posbias.overtraining.curve_stats`), and the seed-mean training
+    a band of one standard error (:func:`posbias.analysis.overtraining.curve_stats`), and the seed-mean training
     loss on a second axis (grey). ``mark``: a vertical line at that iteration (the paper's 100,000)."""
-    from ..overtraining import curve_stats  # lazy: posbias.overtraining (torch) costs ~1.5s at import
+    # lazy: posbias.analysis.overtraining (torch) costs ~1.5s at import
+    from posbias.analysis.overtraining import curve_stats
 
     labels = [lb for lb, us in study.items() if us and all(u is not None for u in us)]
     n = max(len(labels), 1)
@@ -59,14 +60,15 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
     """The fixed-budget study, every network drawn: one column per configuration, the mean IC accuracy
     (top) and the first-last gap (bottom) of each stored network against iterations (thousands), one
     line per network. One colour means one thing in every panel: orange, the network left a plateau after
-    100,000 iterations (:func:`posbias.budget.plateau_exits`); blue, it never did. Solid: trained under the
+    100,000 iterations (:func:`posbias.analysis.budget.plateau_exits`); blue, it never did. Solid: trained under the
     design; dashed: an admitted record. Grey lines in the top row: what copying a random context label scores
-    and the best any network that ignores the query scores (:func:`posbias.retrieval.closed_forms`). A legend
+    and the best any network that ignores the query scores (:func:`posbias.science.retrieval.closed_forms`). A legend
     under the panels; a configuration with no network stored says ``not yet``."""
     from matplotlib.lines import Line2D
 
-    from ..budget_read import done, exits_after  # lazy: posbias.budget_read (torch) costs ~1.5s at import
-    from ..retrieval import closed_forms
+    # lazy: posbias.analysis.budget_read (torch) costs ~1.5s at import
+    from posbias.analysis.budget_read import done, exits_after
+    from posbias.science.retrieval import closed_forms
 
     labels = list(study)
     fig, axes = plt.subplots(2, max(len(labels), 1), figsize=(2.6 * max(len(labels), 1), 5.2), sharex="col",
@@ -114,17 +116,17 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
 
 def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None = 100_000,
                 attention: Mapping[str, Mapping[str, Sequence]] | None = None) -> matplotlib.figure.Figure:
-    """The jump study's probes along training (:func:`posbias.jump.probe_series`, one per role): 2 x 2 panels against
-    iterations (thousands), the jumper orange and the non-jumper blue as in the study's trajectories. (a) accuracy
-    on fresh IC sets (solid) and on a fresh position sweep (dashed), with the sweep's ceiling for any network that
-    ignores the query (grey); (b) the last layer's attention on the query's own class over what position alone
-    predicts, on its items (solid) and, with ``attention`` (:func:`posbias.jump.attention_series`), on the label
-    tokens that follow them (dashed; exploratory); (c) accuracy on training classes (solid) and on novel ones
+    """The jump study's probes along training (:func:`posbias.analysis.jump.probe_series`, one per role): 2 x 2 panels
+    against iterations (thousands), the jumper orange and the non-jumper blue as in the study's trajectories. (a)
+    accuracy on fresh IC sets (solid) and on a fresh position sweep (dashed), with the sweep's ceiling for any network
+    that ignores the query (grey); (b) the last layer's attention on the query's own class over what position alone
+    predicts, on its items (solid) and, with ``attention`` (:func:`posbias.analysis.jump.attention_series`), on the
+    label tokens that follow them (dashed; exploratory); (c) accuracy on training classes (solid) and on novel ones
     (dashed); (d) of the wrong answers, the share that is the label at the first (solid), middle (dashed) or last
     (dotted) slot. A role with nothing kept yet is left out; the legend says how far each has trained."""
     from matplotlib.lines import Line2D
 
-    from ..retrieval import closed_forms
+    from posbias.science.retrieval import closed_forms
 
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colour = {"jumper": colours[1], "non-jumper": colours[0]}

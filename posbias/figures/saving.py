@@ -4,7 +4,7 @@ Files are byte-identical across builds of the same commit and parameters: no dat
 a fixed SVG hash salt, and ``SOURCE_DATE_EPOCH`` honoured by the PDF backend.
 
 A figure's caption is written once, in the chapter's ``{glue:figure}`` directive: ``posbias run`` passes
-the chapter's captions as ``POSBIAS_CAPTIONS`` (JSON, :func:`posbias.chapters.figure_captions`) and
+the chapter's captions as ``POSBIAS_CAPTIONS`` (JSON, :func:`posbias.book.chapters.figure_captions`) and
 ``save`` takes the figure's from there, its ``{glue:text}`` roles filled in (:func:`caption_for`).
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import matplotlib
 matplotlib.use("Agg") if not os.environ.get("MPLBACKEND") else None
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .. import evidence  # noqa: E402
-from ..provenance import git_state, sha256_file  # noqa: E402
+from posbias.analysis import evidence  # noqa: E402
+from posbias.storage.provenance import git_state, sha256_file  # noqa: E402
 
 __all__ = ["style", "save", "caption_for", "resolve_glue", "FORMATS", "SavedFigure", "smallest_text_px",
            "fit_to_column", "COLUMN_PX", "MIN_TEXT_PX", "overlapping_text"]
@@ -48,7 +48,7 @@ def style() -> None:
 
 
 def _provenance(name: str, caption: str, data: Any = None) -> dict[str, Any]:
-    from .. import report  # lazy: posbias.report costs ~0.1s and hooks the store
+    from posbias.storage import report  # lazy: posbias.storage.report costs ~0.1s and hooks the store
 
     if data is None:        # every file the run had read when the figure was saved
         files, scope = evidence.portable(report.record()["data"]), "read by the run"
@@ -204,7 +204,7 @@ def caption_for(name: str, caption: str | None = None) -> str:
     recorded so far (:func:`resolve_glue`); a figure without a directive, or a ``caption`` given as
     well, is a ValueError: a caption has one source. Outside a run (interactive use) it is
     ``caption``, or empty."""
-    from .. import report  # lazy: posbias.report costs ~0.1s and hooks the store
+    from posbias.storage import report  # lazy: posbias.storage.report costs ~0.1s and hooks the store
 
     raw = os.environ.get("POSBIAS_CAPTIONS")
     if raw is None:
@@ -242,7 +242,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None, d
 
     ``data``: the stored trained-network results the figure draws (a campaign's label -> results, or
     any nesting of results); their files, settings and a hash of their list go into the provenance
-    (:mod:`posbias.evidence`), and the figure is cited by them. Without it, the provenance lists every
+    (:mod:`posbias.analysis.evidence`), and the figure is cited by them. Without it, the provenance lists every
     file the run had read so far.
 
     The figure is also glued under ``name`` for a ``{glue:figure}`` directive in the chapter (which
@@ -251,7 +251,7 @@ def save(fig: matplotlib.figure.Figure, name: str, caption: str | None = None, d
     interactively ``caption`` is optional. Returns the figure's record: files with SHA-256, the
     caption and the provenance; ending a cell, it shows nothing.
     """
-    from .. import report  # lazy: posbias.report costs ~0.1s and hooks the store
+    from posbias.storage import report  # lazy: posbias.storage.report costs ~0.1s and hooks the store
 
     caption = caption_for(name, caption)
     run_dir = Path(os.environ.get("POSBIAS_RUN_DIR", "."))

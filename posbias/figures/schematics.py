@@ -20,7 +20,7 @@ __all__ = ["mask_walk", "decay_pushback", "layernorm_recency", "streaming_sinks"
 
 def _uniform_causal(n: int) -> torch.Tensor:
     """Uniform causal attention ``(n, n)``: row ``i`` spreads evenly over tokens ``0..i``."""
-    from ..masks import causal_mask
+    from posbias.science.masks import causal_mask
 
     m = causal_mask(n).double()
     return m / m.sum(-1, keepdim=True)
@@ -30,7 +30,7 @@ def mask_walk(n: int = 6, depths: tuple[int, ...] = (1, 4, 16)) -> matplotlib.fi
     """Left: the causal mask on ``n`` tokens as a graph (an arc from every token to each later one: what a
     later token may read). Right: the last token's context after ``depths`` layers of uniform causal attention
     (the last row of the rollout :math:`P^{(t)}`), which drifts toward the first token, the graph's centre."""
-    from ..rollout import rollout
+    from posbias.science.rollout import rollout
 
     fig, (g, b) = plt.subplots(1, 2, figsize=(8.4, 2.6), gridspec_kw={"width_ratios": [1.1, 1]})
     x = np.arange(1, n + 1)
@@ -60,10 +60,10 @@ def mask_walk(n: int = 6, depths: tuple[int, ...] = (1, 4, 16)) -> matplotlib.fi
 
 def decay_pushback(m: float = 0.5, depths: tuple[int, ...] = (1, 4, 16), k_max: int = 40) -> matplotlib.figure.Figure:
     """Where a query's context sits, by distance back from it, after ``depths`` layers of a causal mask with the
-    distance decay :math:`e^{-m k}` (the profile :func:`posbias.theory.decay_profile_log`, normalised), with
-    each peak marked (:func:`posbias.theory.decay_critical_distance`): the decay holds the mass at a finite
+    distance decay :math:`e^{-m k}` (the profile :func:`posbias.science.theory.decay_profile_log`, normalised), with
+    each peak marked (:func:`posbias.science.theory.decay_critical_distance`): the decay holds the mass at a finite
     distance that grows with depth, instead of letting it drain to the first token."""
-    from ..theory import decay_critical_distance, decay_profile_log
+    from posbias.science.theory import decay_critical_distance, decay_profile_log
 
     fig, ax = plt.subplots(figsize=(5.2, 2.6))
     k = torch.arange(k_max + 1)
@@ -83,9 +83,9 @@ def decay_pushback(m: float = 0.5, depths: tuple[int, ...] = (1, 4, 16), k_max: 
 
 def layernorm_recency(n: int = 12, d: int = 16, alpha: float = 0.2) -> matplotlib.figure.Figure:
     """The last query's mean second-layer score on each earlier key in a stack of causal attention with and
-    without LayerNorm (:func:`posbias.lntheory.layer2_scores`, ``d`` dimensions, inputs of cosine ``alpha``),
+    without LayerNorm (:func:`posbias.science.lntheory.layer2_scores`, ``d`` dimensions, inputs of cosine ``alpha``),
     each shown relative to its score on the first key: with LayerNorm later keys score higher (recency)."""
-    from ..lntheory import layer2_scores
+    from posbias.science.lntheory import layer2_scores
 
     fig, ax = plt.subplots(figsize=(5.2, 2.6))
     keys = np.arange(1, n)
@@ -102,9 +102,9 @@ def layernorm_recency(n: int = 12, d: int = 16, alpha: float = 0.2) -> matplotli
 
 def streaming_sinks(n: int = 16, sinks: int = 2, window: int = 5) -> matplotlib.figure.Figure:
     """The keys each query may attend to in a StreamingLLM cache of ``sinks`` first tokens and a recent ``window``
-    (:func:`posbias.masks.sliding_window_mask` with the first columns kept): dropping the first tokens, where
+    (:func:`posbias.science.masks.sliding_window_mask` with the first columns kept): dropping the first tokens, where
     trained decoders park much of their attention (sinks), is what breaks a plain sliding window."""
-    from ..masks import sliding_window_mask
+    from posbias.science.masks import sliding_window_mask
 
     keep = sliding_window_mask(n, window).clone()
     keep[:, :sinks] = torch.tril(torch.ones(n, n, dtype=torch.bool))[:, :sinks]
@@ -136,7 +136,7 @@ SCHEMATICS = {
 
 def write(folder: Path) -> dict[str, Path]:
     """Draw every schematic into ``folder`` as ``<name>.png``; returns name -> path."""
-    from .saving import style
+    from posbias.figures.saving import style
 
     style()
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Where trained networks stand among the strategies they could be using (:mod:`posbias.retrieval`)."""
+"""Where trained networks stand among the strategies they could be using (:mod:`posbias.science.retrieval`)."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence

@@ -22,7 +22,7 @@ def gap_curves_figure(results: dict[str, list[dict]], pes: list[str], depths: li
     """The three gaps of Wu et al. against training iteration, one panel per gap: the mean over
     seeds of ``results[f"{pe}|{depth}"]`` (stored units with ``curves``), line style = PE, colour
     = depth, and with ``spread`` a band of one standard deviation over seeds."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharey=True)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -51,8 +51,8 @@ def gap_bars_figure(results: dict[str, list[dict]], pes: list[str], depths: list
                     n_test: int) -> matplotlib.figure.Figure:
     """Wu et al.'s Figure 2 as the paper draws it: one panel per depth, the three gaps as bars grouped
     by gap, one bar per PE; each bar the mean over the seeds of ``results[f"{pe}|{depth}"]`` with an
-    error bar of one standard error (:func:`posbias.evaluate.seed_mean_se`, ``n_test`` sequences)."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    error bar of one standard error (:func:`posbias.measures.evaluate.seed_mean_se`, ``n_test`` sequences)."""
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     n = max(len(depths), 1)
     fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.2), sharey=True, squeeze=False)
@@ -138,7 +138,7 @@ def alpha_profile_figure(alpha: Any, alpha_unif: Any) -> matplotlib.figure.Figur
 
 # --------------------------------------------------------------------------- Figures 3 and 4 (Wu et al.)
 # Architectures are labelled ``mask|pe`` (masks ``full`` and ``causal``, PEs ``none``, ``sin``, ``rope``:
-# :data:`posbias.evaluate.FIG3_NAMES`), prefixed with ``w|`` (``first``, ``middle``, ``last``: the slot
+# :data:`posbias.measures.evaluate.FIG3_NAMES`), prefixed with ``w|`` (``first``, ``middle``, ``last``: the slot
 # biased in training) in Figure 4. A label missing from the input is not drawn, so a figure can be
 # drawn from the configurations stored so far; a panel with nothing to draw says so.
 
@@ -146,16 +146,16 @@ _EMPTY = "no configuration complete yet"
 
 
 def _masks_pes() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The masks and the PEs of Figures 3 and 4, in the order of :data:`posbias.evaluate.FIG3_NAMES`."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    """The masks and the PEs of Figures 3 and 4, in the order of :data:`posbias.measures.evaluate.FIG3_NAMES`."""
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     labels = [k.split("|") for k in ev.FIG3_NAMES]
     return tuple(dict.fromkeys(m for m, _ in labels)), tuple(dict.fromkeys(p for _, p in labels))
 
 
 def _pe_name(label: str) -> str:
-    """``"causal|rope"`` -> ``"RoPE"``: the PE part of :data:`posbias.evaluate.FIG3_NAMES`."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    """``"causal|rope"`` -> ``"RoPE"``: the PE part of :data:`posbias.measures.evaluate.FIG3_NAMES`."""
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     return ev.FIG3_NAMES[label].split(", ")[1]
 
@@ -180,7 +180,7 @@ def _legend(axes: Any, **kw: Any) -> None:
 def _ic_bars(ax: Any, acc: dict[str, Any], prefix: str, mask: str, fontsize: int) -> None:
     """One panel of Figures 3/4: for each PE, bars of the mean over seeds of ``acc[prefix + mask|pe]``
     ``(seeds, 6)`` on the six IC sets, with one standard deviation over seeds."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     pes = _masks_pes()[1]
     w = 0.8 / len(pes)
@@ -201,7 +201,7 @@ def fig3_accuracy_figure(acc: dict[str, Any]) -> matplotlib.figure.Figure:
     deviation over seeds.
 
     ``acc["mask|pe"]`` is ``(seeds, 6)``, columns in the order of
-    :data:`posbias.evaluate.IC_SETS` (:func:`posbias.evaluate.ic_accuracy_by_set` of the units);
+    :data:`posbias.measures.evaluate.IC_SETS` (:func:`posbias.measures.evaluate.ic_accuracy_by_set` of the units);
     missing labels are not drawn."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.3), sharey=True)
     for ax, mask in zip(axes, _masks_pes()[0]):
@@ -217,7 +217,7 @@ def fig4_accuracy_figure(acc: dict[str, Any], wheres: tuple[str, ...] = ("first"
     """Wu et al.'s Figure 4(a-c): Figure 3's panels (:func:`fig3_accuracy_figure`) once per slot
     biased in training, one row per ``w`` of ``wheres`` (columns: no mask, causal).
 
-    ``acc["w|mask|pe"]`` is ``(seeds, 6)`` in the order of :data:`posbias.evaluate.IC_SETS`;
+    ``acc["w|mask|pe"]`` is ``(seeds, 6)`` in the order of :data:`posbias.measures.evaluate.IC_SETS`;
     missing labels are not drawn."""
     fig, axes = plt.subplots(len(wheres), 2, figsize=(11, 2.7 * len(wheres)), sharey=True, squeeze=False)
     for row, w in zip(axes, wheres):
@@ -255,7 +255,7 @@ def fig4_sweep_figure(sweeps: dict[str, Any], wheres: tuple[str, ...] = ("first"
     """Figure 4's networks against the slot of the answer: one panel per slot ``w`` biased in training,
     one line per architecture at the mean over seeds (solid: causal mask, dashed: no mask).
     ``sweeps["w|mask|pe"]`` is ``(seeds, N)``; missing labels are not drawn."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, len(wheres), figsize=(4 * len(wheres), 3.2), sharey=True, squeeze=False)
     for ax, w in zip(axes[0], wheres):
@@ -275,7 +275,7 @@ def fig4_sweep_figure(sweeps: dict[str, Any], wheres: tuple[str, ...] = ("first"
 def fig3_gap_curves_figure(results: dict[str, list[dict]]) -> matplotlib.figure.Figure:
     """Figure 3's three gaps against training iteration, one panel per gap, one line per architecture
     (``results["mask|pe"]``: stored units with ``curves``) at the mean over seeds."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharey=True)
     for ax, p in zip(axes, [f"{a}-{b}" for a, b in ev.GAP_PAIRS]):
@@ -298,9 +298,9 @@ def fig4_preference_curves_figure(results: dict[str, list[dict]],
                                   ) -> matplotlib.figure.Figure:
     """Figure 4's networks during training: one panel per slot ``w`` biased in training, one line per
     architecture (``results["w|mask|pe"]``: stored units with ``curves``), the preference for ``w``
-    (:func:`posbias.evaluate.slot_preference_curve`: the mean of the two gaps involving ``w``,
+    (:func:`posbias.measures.evaluate.slot_preference_curve`: the mean of the two gaps involving ``w``,
     signed toward it) at the mean over seeds."""
-    from .. import evaluate as ev  # lazy: posbias.evaluate (torch) costs ~1.3s at import
+    from posbias.measures import evaluate as ev  # lazy: posbias.measures.evaluate (torch) costs ~1.3s at import
 
     fig, axes = plt.subplots(1, len(wheres), figsize=(4 * len(wheres), 3), sharey=True, squeeze=False)
     for ax, w in zip(axes[0], wheres):

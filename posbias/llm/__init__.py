@@ -16,19 +16,20 @@ Shapes: ``B`` sequences, ``L`` layers, ``H`` heads, ``n`` tokens.
 """
 from __future__ import annotations
 
-from .loading import (SMOLLM2_FILE, load_decoder, load_encoder, package_dir, reference_text, tiny_llama,
-                      token_batch)
-from .records import retrieval_chapter, retrieval_params, sink_chapter, streaming_chapter
-from .retrieval import KVExample, copied_pair, evidence_positions, kv_example, kv_prompt, retrieval_rows, retrieve
-from .sinks import (FAR_ABOVE, attention_maps, drop_position, far_above_decided, first_over_rest,
-                    head_mean_rollout, rollout_survey, sink_alpha, sink_rate, sink_survey, uniform_causal,
-                    with_special)
-from .streaming import StreamingCache, full_nll, stream_curves, stream_nll
-from .tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, curve_agreement, encoder_table,
-                     ends_minus_middle, filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence,
-                     perplexity_after_eviction, position_ranking, restore_below, retrieval_table, retrieval_tests,
-                     rollout_reach, sink_position_table, streaming_sentence, streaming_summary, streaming_table,
-                     uniform_alpha_first, window_jump, wrong_answers)
+from posbias.llm.loading import (SMOLLM2_FILE, load_decoder, load_encoder, package_dir, reference_text, tiny_llama,
+                                 token_batch)
+from posbias.llm.records import retrieval_chapter, retrieval_params, sink_chapter, streaming_chapter
+from posbias.llm.retrieval import (KVExample, copied_pair, evidence_positions, kv_example, kv_prompt, retrieval_rows,
+                                   retrieve)
+from posbias.llm.sinks import (FAR_ABOVE, attention_maps, drop_position, far_above_decided, first_over_rest,
+                               head_mean_rollout, rollout_survey, sink_alpha, sink_rate, sink_survey, uniform_causal,
+                               with_special)
+from posbias.llm.streaming import StreamingCache, full_nll, stream_curves, stream_nll
+from posbias.llm.tables import (DECODER_KINDS, SMOLLM2_KV, closed_share, copy_confusion, curve_agreement, encoder_table,
+                                ends_minus_middle, filled_cache_size, kv_bytes_per_token, layer_profile, paper_sentence,
+                                perplexity_after_eviction, position_ranking, restore_below, retrieval_table,
+                                retrieval_tests, rollout_reach, sink_position_table, streaming_sentence,
+                                streaming_summary, streaming_table, uniform_alpha_first, window_jump, wrong_answers)
 
 __all__ = [
     "SMOLLM2_FILE",

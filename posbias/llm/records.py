@@ -7,11 +7,11 @@ import resource
 import time
 from typing import Callable
 
-from ..recompute import recomputable
-from .loading import load_decoder, load_encoder, token_batch
-from .retrieval import answer_tokens as tokens_for, evidence_positions, kv_example, kv_prompt, retrieval_rows
-from .sinks import rollout_survey, sink_survey
-from .streaming import stream_curves
+from posbias.storage.recompute import recomputable
+from posbias.llm.loading import load_decoder, load_encoder, token_batch
+from posbias.llm.retrieval import answer_tokens as tokens_for, evidence_positions, kv_example, kv_prompt, retrieval_rows
+from posbias.llm.sinks import rollout_survey, sink_survey
+from posbias.llm.streaming import stream_curves
 
 __all__ = ["sink_chapter", "streaming_chapter", "retrieval_params", "retrieval_chapter"]
 

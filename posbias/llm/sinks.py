@@ -9,9 +9,9 @@ import math
 
 import torch
 
-from posbias.rollout import rollout
+from posbias.science.rollout import rollout
 
-from .loading import token_batch
+from posbias.llm.loading import token_batch
 
 __all__ = ["attention_maps", "sink_alpha", "sink_rate", "first_over_rest", "FAR_ABOVE", "far_above_decided",
            "head_mean_rollout", "drop_position", "uniform_causal", "with_special", "sink_survey", "rollout_survey"]

@@ -10,11 +10,11 @@ import math
 import numpy as np
 import torch
 
-from ..rollout import layers_to_reach
-from ..stats import rate_verdict, t_critical
-from .loading import tiny_llama
-from .sinks import sink_alpha, uniform_causal
-from .streaming import StreamingCache
+from posbias.science.rollout import layers_to_reach
+from posbias.measures.stats import rate_verdict, t_critical
+from posbias.llm.loading import tiny_llama
+from posbias.llm.sinks import sink_alpha, uniform_causal
+from posbias.llm.streaming import StreamingCache
 
 __all__ = ["DECODER_KINDS", "SMOLLM2_KV", "uniform_alpha_first", "sink_position_table", "encoder_table",
            "layer_profile", "rollout_reach", "perplexity_after_eviction", "streaming_table", "streaming_summary",
@@ -311,7 +311,7 @@ def wrong_answers(rows: list[dict], n_pairs: int) -> dict[str, float]:
 
 def retrieval_tests(rows: list[dict], n_pairs: int) -> dict[str, dict]:
     """The chapter's two claims on counts of stored :func:`retrieval_rows`, each a
-    :func:`posbias.stats.rate_verdict` (reproduced, contradicted or inconclusive): ``above_chance``, the
+    :func:`posbias.measures.stats.rate_verdict` (reproduced, contradicted or inconclusive): ``above_chance``, the
     right answers against a uniform guess among the ``n_pairs`` values (``1 / n_pairs``), and
     ``copies_most``, the wrong answers that copy another pair's value against a half."""
     wrong = wrong_answers(rows, n_pairs)

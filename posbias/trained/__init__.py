@@ -10,7 +10,7 @@ the settings every unit shares (``steps``, ``seeds``, ``eval_every``, ``n_test``
 
 A configuration's ``label`` is the name tables and the claim register give it (``"No PE|2"``); it is
 written once, here, from typed fields, and new code reads the fields, never the label. (The frozen
-judge, :mod:`posbias.evaluate` and :mod:`posbias.claims`, still reads labels: its code is fixed with
+judge, :mod:`posbias.measures.evaluate` and :mod:`posbias.analysis.claims`, still reads labels: its code is fixed with
 the frozen register.)
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from ..model import MemberConfig
+from posbias.science.model import MemberConfig
 
 __all__ = ["Config", "TrainedChapter", "declaration", "FIG2_ARCHITECTURES", "fig2_name", "fig2_config"]
 
@@ -34,7 +34,7 @@ class Config:
     target_slots: tuple[int, ...] | None = None  # slots the training targets sit in; None: unbiased
     steps: int | None = None                    # its own budget; None: the chapter's ``steps``
     more_seeds: tuple[int, ...] = ()            # seeds beyond the chapter's ``seeds`` (a wider study)
-    stop_rule: str | None = None                # a rule of posbias.convergence.RULES; None: exactly steps
+    stop_rule: str | None = None                # a rule of posbias.measures.convergence.RULES; None: exactly steps
     n_heldout: int | None = None                # sequences of the held-out set; None: none
 
 
@@ -43,7 +43,7 @@ class TrainedChapter:
     """A trained chapter's networks: ``configs`` of its resolved parameters, in training order; or,
     for a chapter that reads another's networks, ``reads``: parameters -> (chapter, profile,
     overrides) of those. ``admits_from``: a profile of this chapter whose committed record of the same
-    network may stand in for one of this profile's (``posbias.budget.admitted`` decides), so that the
+    network may stand in for one of this profile's (``posbias.analysis.budget.admitted`` decides), so that the
     campaign does not train it again."""
 
     configs: Callable[[Mapping[str, Any]], list[Config]] | None = None

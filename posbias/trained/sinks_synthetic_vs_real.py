@@ -1,6 +1,6 @@
 """The synthetic-against-real sinks chapter reads Figure 6's networks, under the settings of the wu-fig-6
 profile its ``campaign`` names, for ``toy_seeds``."""
-from . import TrainedChapter
+from posbias.trained import TrainedChapter
 
 
 def reads(p) -> tuple[str, str, dict]:

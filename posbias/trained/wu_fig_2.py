@@ -1,5 +1,5 @@
 """Figure 2: unbiased data, no residual connection; No PE, decay and RoPE at each of ``depths``."""
-from . import FIG2_ARCHITECTURES, Config, TrainedChapter, fig2_config
+from posbias.trained import FIG2_ARCHITECTURES, Config, TrainedChapter, fig2_config
 
 
 def configs(p) -> list[Config]:

@@ -1,8 +1,8 @@
 """Figure 3: targets at the first or the last slot, 2 layers with residual; masks full and causal x PEs
 none, sinusoidal and RoPE, labelled ``"mask|pe"``."""
-from ..model import MemberConfig
-from ..task import TaskConfig
-from . import Config, TrainedChapter
+from posbias.science.model import MemberConfig
+from posbias.science.task import TaskConfig
+from posbias.trained import Config, TrainedChapter
 
 #: The six architectures of Figures 3 and 4, in the order they train.
 ARCHITECTURES = tuple((m, p) for m in ("full", "causal") for p in ("none", "sin", "rope"))

@@ -1,9 +1,9 @@
 """Figure 4: Figure 3's six architectures, the targets at the first, middle or last slot only,
 labelled ``"where|mask|pe"``."""
-from ..model import MemberConfig
-from ..task import TaskConfig, slot_index
-from . import Config, TrainedChapter
-from .wu_fig_3 import ARCHITECTURES
+from posbias.science.model import MemberConfig
+from posbias.science.task import TaskConfig, slot_index
+from posbias.trained import Config, TrainedChapter
+from posbias.trained.wu_fig_3 import ARCHITECTURES
 
 
 def configs(p) -> list[Config]:

@@ -1,7 +1,7 @@
 """Figure 5: ``depth`` layers, the causal mask without PE, no residual, unbiased (Figure 2's networks
 at depth 2), labelled ``"causal|none"``."""
-from ..model import MemberConfig
-from . import Config, TrainedChapter
+from posbias.science.model import MemberConfig
+from posbias.trained import Config, TrainedChapter
 
 
 def configs(p) -> list[Config]:

@@ -1,7 +1,7 @@
 """Figure 6: ``depth`` layers without PE or residual, unbiased; the causal mask, a sliding window of each
 of ``windows`` and a prefix of each of ``prefixes``, labelled ``"causal"``, ``"window|w"``, ``"prefix|k"``."""
-from ..model import MemberConfig
-from . import Config, TrainedChapter
+from posbias.science.model import MemberConfig
+from posbias.trained import Config, TrainedChapter
 
 
 def configs(p) -> list[Config]:

@@ -1,5 +1,5 @@
 """The residual study: Figure 2's three architectures with the residual connection, at each of ``depths``."""
-from . import FIG2_ARCHITECTURES, Config, TrainedChapter, fig2_config
+from posbias.trained import FIG2_ARCHITECTURES, Config, TrainedChapter, fig2_config
 
 
 def configs(p) -> list[Config]:

@@ -4,7 +4,7 @@ A *unit* (:mod:`.units`) is one (configuration, seed): its result (training curv
 on the six ``IC`` sets, position sweeps, mean attention maps, sink shares) is stored on its own under
 the experiment ``wu-units``, so a unit shared by two chapters is trained once and a campaign stopped
 half way keeps every finished unit. Units still missing are grouped into ensemble parts
-(:mod:`.planning`) and each part trained as one :class:`~posbias.model.EnsembleNet` (:mod:`.loop`);
+(:mod:`.planning`) and each part trained as one :class:`~posbias.science.model.EnsembleNet` (:mod:`.loop`);
 since the ensemble is bit-for-bit equivalent to training each member alone, the grouping never
 changes a unit's result.
 
@@ -26,16 +26,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import checkpoints, planning
-from .campaigns import (budget_study, chapter_campaign, distinct, fig2_name, settings, stored, stored_campaign,
-                        stored_records, store_finished, units_of)
-from .checkpoints import Interrupted, checkpoint_interval
-from .engine import Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign, run_chapter_campaign, train_part
-from .loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
-from .spec import EngineSpec
-from .status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_status, format_status, progress_text,
-                     training_time)
-from .units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
+from posbias.training import checkpoints, planning
+from posbias.training.campaigns import (budget_study, chapter_campaign, distinct, fig2_name, settings, stored,
+                                        stored_campaign, stored_records, store_finished, units_of)
+from posbias.training.checkpoints import Interrupted, checkpoint_interval
+from posbias.training.engine import (Engine, PartBusy, SchedulerLost, VersionMismatch, run_campaign,
+                                     run_chapter_campaign, train_part)
+from posbias.training.loop import Ensemble, flushed_denormals, set_flush_denormal, train_units, tune_allocator
+from posbias.training.spec import EngineSpec
+from posbias.training.status import (CampaignStatus, EnsembleStatus, TrainingTime, campaign_status, format_status,
+                                     progress_text, training_time)
+from posbias.training.units import SINK_SEED, TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, default_threads, device
 
 __all__ = [
            "CampaignStatus", "Engine", "EngineSpec", "Ensemble", "EnsembleStatus", "Interrupted", "PartBusy",

@@ -11,12 +11,12 @@ import dataclasses
 import json
 from typing import Any, Mapping
 
-from .. import store
-from ..budget import admitted
-from ..chapters import get_chapter
-from ..provenance import uncommitted_sittings, with_summary
-from ..trained import Config, declaration, fig2_name
-from .units import TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, device
+from posbias.storage import store
+from posbias.analysis.budget import admitted
+from posbias.book.chapters import get_chapter
+from posbias.storage.provenance import uncommitted_sittings, with_summary
+from posbias.trained import Config, declaration, fig2_name
+from posbias.training.units import TEST_SEED, UNIT_EXPERIMENT, VERSION, Unit, device
 
 __all__ = ["settings", "units_of", "distinct", "chapter_campaign", "budget_study", "admitted_record", "stored",
            "lookup", "lookup_record", "store_unit", "stored_campaign", "store_finished", "fig2_name",
@@ -61,7 +61,7 @@ def admitted_record(chapter: str, label: str, unit: Unit) -> dict[str, Any] | No
     """The committed record that ``chapter``'s declaration admits in place of ``unit`` (of configuration
     ``label``), or None: the same network trained under the profile ``admits_from`` (the fixed-budget
     study admits the ``converged`` campaign's, the plateau rule capped at 500,000), when
-    :func:`posbias.budget.admitted` accepts it and it ended at ``unit``'s budget."""
+    :func:`posbias.analysis.budget.admitted` accepts it and it ended at ``unit``'s budget."""
     decl = declaration(chapter)
     if decl.admits_from is None:
         return None
@@ -149,7 +149,7 @@ def stored_provenance(result: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def from_uncommitted_code(result: Mapping[str, Any]) -> bool:
     """Did the unit of ``result`` train partly from uncommitted code: does a sitting of its stored record
-    (:func:`~posbias.provenance.uncommitted_sittings`) say its tree had uncommitted changes?"""
+    (:func:`~posbias.storage.provenance.uncommitted_sittings`) say its tree had uncommitted changes?"""
     prov = stored_provenance(result)
     return bool(prov and uncommitted_sittings(prov))
 
@@ -157,7 +157,7 @@ def from_uncommitted_code(result: Mapping[str, Any]) -> bool:
 def store_unit(unit: Unit, result: dict[str, Any] | None, sittings: list[dict[str, Any]] | None = None
                ) -> dict[str, Any]:
     """Store ``result`` (fresh from training; None: it must be stored already) as ``unit``'s record, its
-    provenance its sittings and their summary (:func:`~posbias.provenance.with_summary`; without sittings,
+    provenance its sittings and their summary (:func:`~posbias.storage.provenance.with_summary`; without sittings,
     the device this process trains on); returns the stored result."""
     def fresh() -> dict[str, Any]:
         if result is None:

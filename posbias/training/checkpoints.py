@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from .. import parking, store
-from ..provenance import collect
-from .units import UNIT_EXPERIMENT, VERSION, Unit, unit_key
+from posbias.storage import parking, store
+from posbias.storage.provenance import collect
+from posbias.training.units import UNIT_EXPERIMENT, VERSION, Unit, unit_key
 
 Log = Callable[[str], None]
 
@@ -61,7 +61,7 @@ class Interrupted(KeyboardInterrupt):
 
 
 def save(path: Path, obj: Any) -> None:
-    """Write a checkpoint atomically (:func:`posbias.store.atomic_write`)."""
+    """Write a checkpoint atomically (:func:`posbias.storage.store.atomic_write`)."""
     store.atomic_write(path, lambda f: torch.save(obj, f))
 
 
@@ -104,7 +104,7 @@ def deferred_signals() -> Iterator[list[int]]:
 def load(ckpt: Path | bytes | None, units: list[Unit] | None, dev: torch.device, log: Log) -> dict | None:
     """The checkpoint of exactly these units (of any units with ``units=None``), or None (missing,
     unreadable, or another run's). ``ckpt`` is a file or the bytes of a committed checkpoint
-    (:func:`posbias.store.parked_checkpoint`)."""
+    (:func:`posbias.storage.store.parked_checkpoint`)."""
     if ckpt is None or (isinstance(ckpt, Path) and not ckpt.exists()):
         return None
     if isinstance(ckpt, bytes):
@@ -194,7 +194,7 @@ def step_of(ckpt: Path | bytes | None, part: list[Unit]) -> int | None:
 @dataclass(frozen=True)
 class Found:
     """A checkpoint found on this machine or in ``data/``: its units' params, its step, where it is
-    (the cache file, or the committed checkpoint's name, :func:`posbias.parking.parked_path`),
+    (the cache file, or the committed checkpoint's name, :func:`posbias.storage.parking.parked_path`),
     whether it is ``committed``, and its ``state`` as loaded on the CPU."""
 
     units: list[dict[str, Any]]

@@ -44,13 +44,13 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from . import checkpoints as ck
-from . import weights
-from ..provenance import collect, with_summary
-from .campaigns import chapter_campaign, distinct, store_unit, stored, units_of
-from .loop import train_units
-from .planning import plan
-from .units import Unit, default_threads
+from posbias.training import checkpoints as ck
+from posbias.training import weights
+from posbias.storage.provenance import collect, with_summary
+from posbias.training.campaigns import chapter_campaign, distinct, store_unit, stored, units_of
+from posbias.training.loop import train_units
+from posbias.training.planning import plan
+from posbias.training.units import Unit, default_threads
 
 PROGRESS_TOPIC = "posbias-progress"
 LOG_TOPIC = "posbias-log"

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..model import EnsembleNet
-from ..task import Task, train_batch
-from .units import HELDOUT_STEP
+from posbias.science.model import EnsembleNet
+from posbias.science.task import Task, train_batch
+from posbias.training.units import HELDOUT_STEP
 
 __all__ = ["heldout_sets", "heldout_loss", "BestWeights", "encode_weights", "decode_weights"]
 

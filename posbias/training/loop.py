@@ -1,4 +1,4 @@
-"""The training loop: an ensemble of units trained as one :class:`~posbias.model.EnsembleNet`,
+"""The training loop: an ensemble of units trained as one :class:`~posbias.science.model.EnsembleNet`,
 evaluated every ``eval_every`` steps, checkpointed and resumable exactly."""
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from .. import evaluate as ev
-from .. import parking
-from ..convergence import member_curves, rule, rule_holds
-from ..model import EnsembleNet
-from ..provenance import collect
-from ..task import TaskConfig, ensemble_batch, make_task
-from . import checkpoints as ck
-from . import heldout as ho
-from .units import Unit, default_threads, device, test_sets
+from posbias.measures import evaluate as ev
+from posbias.storage import parking
+from posbias.measures.convergence import member_curves, rule, rule_holds
+from posbias.science.model import EnsembleNet
+from posbias.storage.provenance import collect
+from posbias.science.task import TaskConfig, ensemble_batch, make_task
+from posbias.training import checkpoints as ck
+from posbias.training import heldout as ho
+from posbias.training.units import Unit, default_threads, device, test_sets
 
 __all__ = ["Ensemble", "flushed_denormals", "set_flush_denormal", "train_units", "tune_allocator"]
 
@@ -260,7 +260,7 @@ class Ensemble:
 
 
 def _stop_rule(units: list[Unit]) -> Any:
-    """The :class:`~posbias.convergence.StopRule` the units train under, or None (a fixed number of
+    """The :class:`~posbias.measures.convergence.StopRule` the units train under, or None (a fixed number of
     steps). A unit with a rule trains alone: its stop must depend on its own curves only."""
     if units[0].stop_rule is None:
         return None
@@ -326,7 +326,8 @@ def train_units(units: list[Unit], *, checkpoint_dir: Path | None = None, checkp
             steps = run.start               # it stopped here already (killed before its results were written)
         bar = None
         if progress:
-            from ..report import progress as _progress  # lazy: posbias.report costs ~0.1s and hooks the store
+            # lazy: posbias.storage.report costs ~0.1s and hooks the store
+            from posbias.storage.report import progress as _progress
             bar = _progress(total=steps, initial=run.start, desc=f"depth {units[0].depth} x {run.E} members",
                             leave=False)
         t_last, t0, t_run, done = time.monotonic(), time.perf_counter() - run.wall, time.perf_counter(), run.start

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from . import checkpoints as ck
-from .units import Unit, unit_key
+from posbias.training import checkpoints as ck
+from posbias.training.units import Unit, unit_key
 
 
 def ensembles(missing: list[Unit], max_members: int, started: Sequence[list[dict[str, Any]]] = ()) -> list[list[Unit]]:

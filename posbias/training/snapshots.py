@@ -20,11 +20,11 @@ from typing import Any, Callable
 
 import torch
 
-from .. import parking, store
-from ..model import EnsembleNet
-from ..provenance import sha256_bytes, with_summary
-from . import checkpoints as ck
-from .units import UNIT_EXPERIMENT, VERSION, Unit
+from posbias.storage import parking, store
+from posbias.science.model import EnsembleNet
+from posbias.storage.provenance import sha256_bytes, with_summary
+from posbias.training import checkpoints as ck
+from posbias.training.units import UNIT_EXPERIMENT, VERSION, Unit
 
 __all__ = ["EXPERIMENT", "run_key", "snapshot_path", "steps_kept", "load", "train", "record", "park", "file_problem"]
 
@@ -79,7 +79,7 @@ def load(unit: Unit, every: int, step: int, device: torch.device | str = "cpu") 
     verified against the manifest. FileNotFoundError naming the fix when that step is not kept."""
     from safetensors.torch import load_file
 
-    from ..task import TaskConfig
+    from posbias.science.task import TaskConfig
 
     name = _name(unit, every, step)
     path = store.DATA / name
@@ -118,8 +118,8 @@ def train(unit: Unit, every: int, *, stored: dict[str, Any] | None = None, threa
     store its result (:func:`record`). ``stored``: the unit's result as committed before (its design record or
     an admitted one), compared bit for bit on the fields both have; the comparison goes into the provenance.
     Resumable (a checkpoint in the cache, a parked one in ``data/checkpoints`` first). Returns the result."""
-    from .loop import train_units
-    from .weights import compare_results, member_states
+    from posbias.training.loop import train_units
+    from posbias.training.weights import compare_results, member_states
 
     if every <= 0 or unit.steps % every:
         raise ValueError(f"every must be a positive divisor of the unit's {unit.steps:,} steps, not {every}")
@@ -176,7 +176,7 @@ def file_problem(name: str) -> str | None:
     :mod:`posbias.training.snapshots`) are not what they say, or None: their metadata must name the unit, the
     step and the interval, the unit and interval must have the run key of their folder, and the step their
     file name's."""
-    from .weights import metadata
+    from posbias.training.weights import metadata
 
     try:
         meta = metadata(store.DATA / name)

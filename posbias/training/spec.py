@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine import Engine, workers_status
+from posbias.training.engine import Engine, workers_status
 
 __all__ = ["EngineSpec"]
 

@@ -6,13 +6,13 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .. import convergence as cv
-from .. import parking
-from ..provenance import is_gpu, sitting_device
-from ..report import human_seconds
-from . import checkpoints as ck
-from .campaigns import distinct, stored, units_of
-from .planning import plan
+from posbias.measures import convergence as cv
+from posbias.storage import parking
+from posbias.storage.provenance import is_gpu, sitting_device
+from posbias.storage.report import human_seconds
+from posbias.training import checkpoints as ck
+from posbias.training.campaigns import distinct, stored, units_of
+from posbias.training.planning import plan
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class EnsembleStatus:
     when the furthest checkpoint is the one in ``data/checkpoints``; ``split_from``: the member
     count of the larger ensemble whose checkpoint it will be cut from, or ``None``; ``reading``: for a
     unit trained until a stopping rule holds, how far each part of the rule is from holding at its last
-    evaluation (:func:`~posbias.convergence.describe_reading`), else ``None``."""
+    evaluation (:func:`~posbias.measures.convergence.describe_reading`), else ``None``."""
 
     depth: int
     masks: str
@@ -59,7 +59,7 @@ class EnsembleStatus:
 
 
 def kind(device: Any) -> str:
-    """``"gpu"`` for a sitting on an accelerator (:func:`posbias.provenance.is_gpu`), else ``"cpu"``."""
+    """``"gpu"`` for a sitting on an accelerator (:func:`posbias.storage.provenance.is_gpu`), else ``"cpu"``."""
     return "gpu" if is_gpu(str(device) if device else None) else "cpu"
 
 
@@ -76,7 +76,7 @@ class Segment:
 def segments(sittings: list[dict[str, Any]], step: int, wall: float, device: str | None = None) -> list[Segment]:
     """The ``sittings`` of a checkpoint or record as :class:`Segment` s, each from its ``from_step`` and
     ``from_wall`` to the next sitting's (the last to ``step`` and ``wall``); a sitting that names no
-    device ran on the checkpoint's or record's own ``device`` (:func:`~posbias.provenance.sitting_device`).
+    device ran on the checkpoint's or record's own ``device`` (:func:`~posbias.storage.provenance.sitting_device`).
     Training before the first sitting that records where it began (checkpoints older than the record)
     ran on the CPU: every campaign trained there until a GPU sitting named its device."""
     own = {"device": device}
@@ -130,7 +130,7 @@ def campaign_status(experiment: str, profile: str = "paper", *, max_members: int
     (``"cpu"`` or ``"gpu"``) the kind of device its paces are for, by default the one training here
     would use (:func:`~.units.device`)."""
     if on is None:
-        from .units import device
+        from posbias.training.units import device
         on = kind(device().type)
     if on not in ("cpu", "gpu"):
         raise ValueError(f"on={on!r}: give 'cpu' or 'gpu'")

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from ..model import MemberConfig
-from ..task import TaskConfig, TestSet, ic_test_sets, sweep_test_sets
+from posbias.science.model import MemberConfig
+from posbias.science.task import TaskConfig, TestSet, ic_test_sets, sweep_test_sets
 
 UNIT_EXPERIMENT = "wu-units"
 VERSION = 2                 # 2: fused softmax, complex RoPE, O(m^2) class draws (1 gave other roundings)
@@ -64,7 +64,7 @@ class Unit:
     n_test: int = 10000
     n_sweep: int = 2000
     n_sink: int = 1000
-    #: A stopping rule of :data:`posbias.convergence.RULES`: train until it holds, ``steps`` at most
+    #: A stopping rule of :data:`posbias.measures.convergence.RULES`: train until it holds, ``steps`` at most
     #: (the ``converged`` profile). None: exactly ``steps`` (the key then omits it, as before it existed).
     stop_rule: str | None = None
     #: Sequences of the fixed held-out set (``None``: none, and the key omits it). When set, every

@@ -4,7 +4,7 @@ A unit's weights are one safetensors file, ``<experiment>/<key>.safetensors`` wi
 (:data:`WEIGHTS` = ``wu-weights``, the key of the unit in ``wu-units``), in ``data/`` (listed in the manifest,
 its hash verified at every read) or in the user cache; the file's metadata hold the unit's parameters and
 the provenance of the training that made it (its sittings among it). :func:`load` gives the network back
-(a one-member :class:`~posbias.model.EnsembleNet`), ready for :func:`posbias.task.accuracy` and probes.
+(a one-member :class:`~posbias.science.model.EnsembleNet`), ready for :func:`posbias.science.task.accuracy` and probes.
 
 Networks stored before weights were kept are trained again by :func:`retrain` (``posbias keep-weights``): the
 same unit, from the same seed, must end on its stored result bit for bit on a host of its numerics kind;
@@ -22,11 +22,11 @@ from typing import Any, Callable
 
 import torch
 
-from .. import parking, store
-from ..model import EnsembleNet
-from ..provenance import collect, sha256_bytes, with_summary
-from . import checkpoints as ck
-from .units import UNIT_EXPERIMENT, VERSION, Unit, default_threads
+from posbias.storage import parking, store
+from posbias.science.model import EnsembleNet
+from posbias.storage.provenance import collect, sha256_bytes, with_summary
+from posbias.training import checkpoints as ck
+from posbias.training.units import UNIT_EXPERIMENT, VERSION, Unit, default_threads
 
 __all__ = ["WEIGHTS", "weights_path", "kept", "save", "load", "load_state", "member_states", "metadata",
            "compare_results", "difference", "retrain", "park", "file_problem"]
@@ -47,7 +47,7 @@ def weights_path(unit: Unit, *, committed: bool) -> Path:
 
 def kept(unit: Unit) -> Path | None:
     """The file of ``unit``'s kept weights (``data/`` first, verified against the manifest), or None.
-    A committed file the manifest does not vouch for is a :class:`~posbias.store.DataError`."""
+    A committed file the manifest does not vouch for is a :class:`~posbias.storage.store.DataError`."""
     path = weights_path(unit, committed=True)
     if path.exists():
         want = store.load_manifest().get(_name(unit))
@@ -104,7 +104,7 @@ def load_state(unit: Unit) -> dict[str, torch.Tensor]:
 
 def load(unit: Unit, device: torch.device | str = "cpu") -> EnsembleNet:
     """``unit``'s network with its kept weights: a one-member :class:`EnsembleNet` in eval mode."""
-    from ..task import TaskConfig
+    from posbias.science.task import TaskConfig
 
     cfg = TaskConfig()
     net = EnsembleNet([unit.config], [unit.seed], unit.depth, dim=cfg.dim, n_labels=cfg.n_labels,
@@ -150,8 +150,8 @@ def retrain(part: list[Unit], *, threads: int | None = None, log: Callable[[str]
     resumably (its own checkpoints, a parked one in ``data/checkpoints/wu-weights`` first), keep each one's
     final weights and say in their provenance whether the fresh result equals the stored one bit for bit.
     Units whose weights are kept already are left out. Returns the paths written."""
-    from .campaigns import lookup
-    from .loop import train_units
+    from posbias.training.campaigns import lookup
+    from posbias.training.loop import train_units
 
     todo = [u for u in part if kept(u) is None]
     if not todo:
