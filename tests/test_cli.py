@@ -277,7 +277,8 @@ def test_a_figures_caption_is_its_directive_with_the_glued_values_and_the_save_c
 
 def test_a_run_that_records_no_check_is_not_ok(tree, tmp_path):
     (tree / "notebooks" / "zz-nocheck.md").write_text(HEADER.format(title="No check", body="print(1)").replace(
-        'report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))', "from posbias.storage import report"))
+        'report.check("x-is-one", "x equals one", value=x, expected=1, passed=(x == 1))',
+        "from posbias.storage import report"))
     try:
         proc = run(tree, "run", "zz-nocheck", "--out", str(tmp_path / "o"))
     finally:

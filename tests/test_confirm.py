@@ -157,8 +157,8 @@ def test_the_committed_freeze_precedes_every_confirmation_unit():
     fz = confirm.frozen()
     assert fz.first_seed == 5 and fz.test_seed == CONFIRM_TEST_SEED
     confirm.judge_confirmatory()                                # raises on a unit the freeze does not allow
-    git = subprocess.run(["git", "log", "--follow", "--diff-filter=A", "--format=%H", "--",
-                          "posbias/analysis/claims/wu2025.frozen.yml"],
+    git = subprocess.run(["git", "log", "--no-renames", "--diff-filter=A", "--format=%H", "--",
+                          "posbias/analysis/claims/wu2025.frozen.yml", "posbias/claims/wu2025.frozen.yml"],
                          cwd=ROOT, capture_output=True, text=True)
     if git.returncode != 0 or not git.stdout.strip():
         pytest.skip("no git history here to order the freeze and the units")
@@ -211,6 +211,9 @@ def test_code_change_log_gives_the_commits_since_the_freeze_oldest_first():
     assert "posbias/analysis/claims/__init__.py" in log
     first = log["posbias/analysis/claims/__init__.py"][0]
     assert first.endswith(" claims: the package no longer re-exports its tables; no import cycle")
+    # issue 97 moved the file: the log reads its history at both paths, and names the commit that moved it
+    commits = log["posbias/analysis/claims/__init__.py"]
+    assert len([c for c in commits if c.split(" ", 1)[1].startswith("house: the library")]) == 1 and len(commits) > 2
 
 
 def test_live_differences_name_the_rules_and_entries_that_moved():

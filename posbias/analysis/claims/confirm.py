@@ -41,10 +41,11 @@ PROFILE = "confirm"
 CODE = ("posbias/analysis/claims/__init__.py", "posbias/analysis/claims/quantities.py", "posbias/measures/stats.py",
         "posbias/measures/evaluate.py")
 #: Where each file of :data:`CODE` was at the freeze (issue 97 moved them into the layers' subpackages): its
-#: hash in the frozen header is under that path, and :func:`code_change_log` follows it across the move.
+#: hash in the frozen header is under that path, and :func:`code_change_log` reads the history of both paths.
 AT_FREEZE = {"posbias/analysis/claims/__init__.py": "posbias/claims/__init__.py",
              "posbias/analysis/claims/quantities.py": "posbias/claims/quantities.py",
-             "posbias/measures/stats.py": "posbias/stats.py", "posbias/measures/evaluate.py": "posbias/evaluate.py"}
+             "posbias/measures/stats.py": "posbias/stats.py", "posbias/measures/evaluate.py": "posbias/evaluate.py",
+             "posbias/analysis/claims/wu2025.frozen.yml": "posbias/claims/wu2025.frozen.yml"}
 #: Confirmation networks that exist already, read, outside the campaign: the fixed-budget study
 #: (issue 67) trained decay|2 with seeds 5-9 from the same weights and batches, and its evaluations at
 #: 100,000 iterations (on the exploratory test draw) were read before the freeze. The confirm units of
@@ -164,12 +165,15 @@ def code_change_log(fz: Frozen | None = None, path: Path = FROZEN) -> dict[str, 
     git = lambda *a: subprocess.run(["git", *a], cwd=_ROOT, capture_output=True, text=True,  # noqa: E731
                                     timeout=30)
     try:
-        added = git("log", "--follow", "--diff-filter=A", "--format=%H", "-1", "--", str(path.relative_to(_ROOT)))
+        here = str(path.relative_to(_ROOT))
+        # both paths, renames not detected: the file was added once, at the path it had then
+        added = git("log", "--no-renames", "--diff-filter=A", "--format=%H", "--", here, AT_FREEZE.get(here, here))
         if added.returncode or not added.stdout.strip():
             return out
         for p in changed:
-            got = git("log", "--follow", "--format=%h %s", f"{added.stdout.strip()}..HEAD", "--", p)
-            out[p] = got.stdout.splitlines()[::-1] if got.returncode == 0 else []     # oldest first
+            got = git("log", "--reverse", "--no-renames", "--format=%h %s", f"{added.stdout.split()[-1]}..HEAD", "--",
+                      p, AT_FREEZE.get(p, p))
+            out[p] = got.stdout.splitlines() if got.returncode == 0 else []
     except (OSError, subprocess.SubprocessError, ValueError):
         pass
     return out
