@@ -85,3 +85,20 @@ def run_dir(fresh, monkeypatch, tmp_path):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     figures.style()
     return tmp_path
+
+
+@pytest.fixture()
+def empty_store(tmp_path, monkeypatch) -> Path:
+    """An empty ``data/`` (its manifest ``{}``) and cache under ``tmp_path``, outside any run and not writing to
+    ``data/``: the store as a fresh clone with nothing computed sees it."""
+    from posbias.storage import store
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")
+    monkeypatch.setattr(store, "DATA", data)
+    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
+    monkeypatch.delenv("POSBIAS_RUN_DIR", raising=False)
+    return tmp_path

@@ -13,26 +13,13 @@ from posbias.storage import parking, store
 from posbias.book import checkdata
 
 
-@pytest.fixture()
-def env(tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "manifest.json").write_text("{}")
-    monkeypatch.setattr(store, "DATA", data)
-    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
-    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
-    monkeypatch.delenv("POSBIAS_RUN_DIR", raising=False)
-    return tmp_path
-
-
 def test_key_is_canonical():
     assert store.key_of("e", {"a": 1, "b": [1, 2]}, 1) == store.key_of("e", {"b": [1, 2], "a": 1}, "1")
     assert store.key_of("e", {"a": 1}, 1) != store.key_of("e", {"a": 1}, 2)
     assert store.key_of("e", {"a": 1}, 1) != store.key_of("e", {"a": 2}, 1)
 
 
-def test_compute_once_then_read(env):
+def test_compute_once_then_read(empty_store):
     calls = []
 
     def compute():
@@ -42,7 +29,7 @@ def test_compute_once_then_read(env):
     assert store.cached("exp", {"n": 3}, compute) == {"x": [1.0, 2.0]}
     assert store.cached("exp", {"n": 3}, compute) == {"x": [1.0, 2.0]}
     assert len(calls) == 1
-    path = next((env / "cache" / "exp").glob("*.json"))
+    path = next((empty_store / "cache" / "exp").glob("*.json"))
     rec = json.loads(path.read_text())
     prov = rec["provenance"]
     for k in ("git", "packages", "python", "device", "started", "wall_seconds", "seeds"):
@@ -50,9 +37,9 @@ def test_compute_once_then_read(env):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "edit"])
-def test_damaged_cache_file_is_recomputed_not_read(env, damage):
+def test_damaged_cache_file_is_recomputed_not_read(empty_store, damage):
     store.cached("exp", {"n": 1}, lambda: {"v": 1.0})
-    path = next((env / "cache" / "exp").glob("*.json"))
+    path = next((empty_store / "cache" / "exp").glob("*.json"))
     text = path.read_text()
     path.write_text(text[: len(text) // 2] if damage == "truncate" else text.replace('"v":1.0', '"v":2.0'))
     with pytest.warns(UserWarning, match="differs from the hash stored with it"):
@@ -64,10 +51,10 @@ def test_damaged_cache_file_is_recomputed_not_read(env, damage):
         assert store.cached("exp", {"n": 1}, lambda: {"v": 1.0}) == {"v": 1.0}
 
 
-def test_write_data_updates_manifest_and_commited_file_is_preferred(env, monkeypatch):
+def test_write_data_updates_manifest_and_commited_file_is_preferred(empty_store, monkeypatch):
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
     store.cached("exp", {"n": 2}, lambda: {"v": 5})
-    manifest = json.loads((env / "data" / "manifest.json").read_text())
+    manifest = json.loads((empty_store / "data" / "manifest.json").read_text())
     (name, digest), = manifest.items()
     assert name.startswith("exp/") and len(digest) == 64
     monkeypatch.delenv("POSBIAS_WRITE_DATA")
@@ -75,32 +62,32 @@ def test_write_data_updates_manifest_and_commited_file_is_preferred(env, monkeyp
     assert checkdata.verify_data(log=lambda *a: None) == []
 
 
-def test_write_data_promotes_a_cached_result_unchanged(env, monkeypatch):
+def test_write_data_promotes_a_cached_result_unchanged(empty_store, monkeypatch):
     """A long run computed into the user cache is committed later without computing it again."""
     store.cached("exp", {"n": 4}, lambda: {"v": 7.0}, seeds=[3])
-    cached = next((env / "cache" / "exp").glob("*.json"))
+    cached = next((empty_store / "cache" / "exp").glob("*.json"))
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
     assert store.cached("exp", {"n": 4}, lambda: pytest.fail("must promote, not compute")) == {"v": 7.0}
-    committed = env / "data" / "exp" / cached.name
+    committed = empty_store / "data" / "exp" / cached.name
     assert json.loads(committed.read_text()) == json.loads(cached.read_text())      # provenance kept
-    assert json.loads((env / "data" / "manifest.json").read_text()) == {
+    assert json.loads((empty_store / "data" / "manifest.json").read_text()) == {
         f"exp/{cached.name}": store.sha256_file(committed)}
     assert checkdata.verify_data(log=lambda *a: None) == []
 
 
-def _committed(env, monkeypatch, n=2):
+def _committed(empty_store, monkeypatch, n=2):
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
     store.cached("exp", {"n": n}, lambda: {"v": 5})
     monkeypatch.delenv("POSBIAS_WRITE_DATA")
-    return env / "data" / store.result_name("exp", {"n": n})
+    return empty_store / "data" / store.result_name("exp", {"n": n})
 
 
 @pytest.mark.parametrize("damage", ["edit", "truncate", "delete", "unlist"])
-def test_a_committed_file_that_does_not_verify_is_an_error_naming_it_and_the_fix(env, monkeypatch, damage):
+def test_a_committed_file_that_does_not_verify_is_an_error_naming_it_and_the_fix(empty_store, monkeypatch, damage):
     """Edited, truncated, missing (still listed) or unlisted: cached and lookup raise DataError naming
     the file and `git checkout`, never recompute around it nor call it "not stored"; data/ is untouched."""
-    committed = _committed(env, monkeypatch)
-    name = str(committed.relative_to(env / "data"))
+    committed = _committed(empty_store, monkeypatch)
+    name = str(committed.relative_to(empty_store / "data"))
     if damage == "edit":
         committed.write_text(committed.read_text().replace('"v":5', '"v":6'))
     elif damage == "truncate":
@@ -115,12 +102,12 @@ def test_a_committed_file_that_does_not_verify_is_an_error_naming_it_and_the_fix
         with pytest.raises(store.DataError, match=f"data/{name}.*git checkout -- data/{name}"):
             call()
     assert (committed.read_bytes() if committed.exists() else None) == before
-    assert not (env / "cache" / name).exists()                      # nothing computed around it
+    assert not (empty_store / "cache" / name).exists()                      # nothing computed around it
     assert checkdata.verify_data(log=lambda *a: None)                   # and check-data says so too
 
 
-def test_a_stray_file_in_data_is_refused_even_under_write_data(env, monkeypatch):
-    stray = env / "data" / store.result_name("exp", {"n": 7})
+def test_a_stray_file_in_data_is_refused_even_under_write_data(empty_store, monkeypatch):
+    stray = empty_store / "data" / store.result_name("exp", {"n": 7})
     stray.parent.mkdir(parents=True)
     stray.write_text("{}")
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
@@ -129,9 +116,9 @@ def test_a_stray_file_in_data_is_refused_even_under_write_data(env, monkeypatch)
     assert stray.read_text() == "{}"
 
 
-def test_cache_entries_carry_their_hash_and_a_bad_one_is_recomputed_with_a_warning(env):
+def test_cache_entries_carry_their_hash_and_a_bad_one_is_recomputed_with_a_warning(empty_store):
     store.cached("exp", {"n": 5}, lambda: {"v": 1.0}, seeds=[1])
-    path = env / "cache" / store.result_name("exp", {"n": 5})
+    path = empty_store / "cache" / store.result_name("exp", {"n": 5})
     side = path.with_suffix(".sha256")
     assert side.read_text().strip() == store.sha256_file(path)
     # an edit the embedded result hash cannot see (the provenance) is caught by the entry's own hash
@@ -148,8 +135,8 @@ def test_cache_entries_carry_their_hash_and_a_bad_one_is_recomputed_with_a_warni
     assert store.lookup("exp", {"n": 5}) == {"v": 1.0}
 
 
-def test_each_file_is_hashed_once_per_process(env, monkeypatch):
-    committed = _committed(env, monkeypatch, n=3)
+def test_each_file_is_hashed_once_per_process(empty_store, monkeypatch):
+    committed = _committed(empty_store, monkeypatch, n=3)
     calls = []
     real = store.sha256_file
     monkeypatch.setattr(store, "sha256_file", lambda p: calls.append(p) or real(p))
@@ -247,7 +234,7 @@ def test_the_umask_is_read_without_changing_it(monkeypatch, tmp_path):
         os.umask(old)
 
 
-def test_device_enters_the_key(env):
+def test_device_enters_the_key(empty_store):
     a = store.cached("dev", {"n": 1}, lambda: {"v": 1}, device="cuda")
     b = store.cached("dev", {"n": 1}, lambda: {"v": 2}, device="cpu")
     assert a == {"v": 1} and b == {"v": 2}
@@ -256,16 +243,16 @@ def test_device_enters_the_key(env):
     assert store.is_stored("dev", {"n": 1}, device="cuda") and store.is_stored("dev", {"n": 1}, device="cpu")
     assert not store.is_stored("dev", {"n": 1}, device="mps") and store.lookup("dev", {"n": 1}, device="mps") is None
     name = store.result_name("dev", {"n": 1}, device="cuda")
-    assert (env / "cache" / name).exists() and name != store.result_name("dev", {"n": 1})
+    assert (empty_store / "cache" / name).exists() and name != store.result_name("dev", {"n": 1})
 
 
-def test_wall_seconds_of_work_done_before_the_call(env):
+def test_wall_seconds_of_work_done_before_the_call(empty_store):
     store.cached("exp", {"n": 9}, lambda: {"v": 1.0}, wall_seconds=1234.5)
-    rec = json.loads(next((env / "cache" / "exp").glob("*.json")).read_text())
+    rec = json.loads(next((empty_store / "cache" / "exp").glob("*.json")).read_text())
     assert rec["provenance"]["wall_seconds"] == 1234.5
 
 
-def test_a_trained_result_must_carry_its_training_time_as_wall_time(env, monkeypatch):
+def test_a_trained_result_must_carry_its_training_time_as_wall_time(empty_store, monkeypatch):
     """A unit trained in an ensemble measures its training (train_seconds_ensemble) before cached()
     stores it; a provenance that timed only the store call (~0 s) is a problem check-data reports."""
     monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
@@ -276,7 +263,7 @@ def test_a_trained_result_must_carry_its_training_time_as_wall_time(env, monkeyp
     assert len(problems) == 1 and "is not the training time the result measured (61.25 s)" in problems[0]
 
 
-def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(env, monkeypatch):
+def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(empty_store, monkeypatch):
     """park splits a checkpoint into parts of at most PART_BYTES, each in the manifest; parked_checkpoint
     joins them back byte for byte; a re-park with fewer parts leaves none of the old ones behind; a
     missing, altered or unlisted part makes the whole unusable (warned) and check-data reports it."""
@@ -288,14 +275,14 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
     assert [p.stat().st_size for p in parts] == [1000, 1000, 500] and not target.exists()
     assert parking.parked_checkpoint(target) == blob and parking.parked_checkpoints() == [target]
     manifest = store.load_manifest()
-    assert manifest == {str(p.relative_to(env / "data")): store.sha256_file(p) for p in parts}
+    assert manifest == {str(p.relative_to(empty_store / "data")): store.sha256_file(p) for p in parts}
     assert checkdata.verify_data(log=lambda *a: None) == []
 
     small = os.urandom(1000)                       # one part exactly: the three old parts go
     (part,) = parking.park(target, lambda f: f.write(small))
     assert part.name.endswith(".001-of-001.pt") and parking.parked_files() == [part]
     assert (parking.parked_checkpoint(target) == small
-            and list(store.load_manifest()) == [str(part.relative_to(env / "data"))])
+            and list(store.load_manifest()) == [str(part.relative_to(empty_store / "data"))])
 
     parts = parking.park(target, lambda f: f.write(blob))
     raw = parts[1].read_bytes()
@@ -309,10 +296,12 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
         assert parking.parked_checkpoint(target) is None
     assert [p.split(": ", 1)[1] for p in checkdata.verify_data(log=lambda *a: None)] == [
         "listed in the manifest but missing"]
-    store._set_manifest(str(parts[2].relative_to(env / "data")), None)   # missing and unlisted: only the whole says so
-    assert checkdata.verify_data(log=lambda *a: None) == [f"{target.relative_to(env / 'data')}: has 2 of its 3 parts"]
+    # missing and unlisted: only the whole says so
+    store._set_manifest(str(parts[2].relative_to(empty_store / "data")), None)
+    rel = target.relative_to(empty_store / "data")
+    assert checkdata.verify_data(log=lambda *a: None) == [f"{rel}: has 2 of its 3 parts"]
     parts = parking.park(target, lambda f: f.write(blob))
-    store._set_manifest(str(parts[0].relative_to(env / "data")), None)   # unlisted
+    store._set_manifest(str(parts[0].relative_to(empty_store / "data")), None)   # unlisted
     with pytest.warns(UserWarning, match="the manifest lists 2 parts, not its 3"):
         assert parking.parked_checkpoint(target) is None
     assert any("not in data/manifest.json" in p for p in checkdata.verify_data(log=lambda *a: None))
@@ -322,13 +311,13 @@ def test_a_parked_checkpoint_is_stored_as_hash_listed_parts_under_the_part_size(
     assert parking.parked_checkpoint(target) is None                   # nothing parked: silently None
 
 
-def test_a_legacy_single_file_checkpoint_is_replaced_by_parts_and_stray_files_are_reported(env):
+def test_a_legacy_single_file_checkpoint_is_replaced_by_parts_and_stray_files_are_reported(empty_store):
     """The one-file format of before (``<key>.pt``) is removed, with its manifest entry, when the
     checkpoint is parked again; a file in data/checkpoints that is no part is a check-data problem."""
     target = parking.parked_path("exp", {"units": [3]})
     target.parent.mkdir(parents=True)
     target.write_bytes(b"old")
-    store._set_manifest(str(target.relative_to(env / "data")), store.sha256_file(target))
+    store._set_manifest(str(target.relative_to(empty_store / "data")), store.sha256_file(target))
     problems = checkdata.verify_data(log=lambda *a: None)
     assert len(problems) == 1 and "not a part of a committed checkpoint" in problems[0]
     (part,) = parking.park(target, lambda f: f.write(b"new"))
@@ -369,35 +358,35 @@ def _fill_disk(monkeypatch, room=100):
     monkeypatch.setattr(store.os, "fdopen", lambda fd, mode="r", *a, **k: _FullDisk(real(fd, mode, *a, **k), room))
 
 
-def test_a_full_disk_is_one_line_naming_the_path_and_leaves_no_partial_file(env, monkeypatch):
+def test_a_full_disk_is_one_line_naming_the_path_and_leaves_no_partial_file(empty_store, monkeypatch):
     import torch
 
     from posbias.training import checkpoints as ck
 
-    target = env / "out" / "results.json"
+    target = empty_store / "out" / "results.json"
     store.atomic_write_text(target, "old\n")
     _fill_disk(monkeypatch)
     with pytest.raises(store.WriteError) as e:
         store.atomic_write_text(target, "x" * 10_000)
     assert str(e.value) == f"cannot write {target}: No space left on device" and e.value.errno == errno.ENOSPC
     assert target.read_text() == "old\n" and sorted(p.name for p in target.parent.iterdir()) == ["results.json"]
-    ckpt = env / "cache" / "u.ckpt" / "state.pt"          # torch's writer said "unexpected pos" here
+    ckpt = empty_store / "cache" / "u.ckpt" / "state.pt"          # torch's writer said "unexpected pos" here
     with pytest.raises(store.WriteError, match=f"cannot write {ckpt}: No space left on device$"):
         ck.save(ckpt, {"w": torch.zeros(10_000)})
     assert list(ckpt.parent.iterdir()) == []
     with pytest.raises(store.WriteError, match="No space left on device"):
         store.cached("exp", {"n": 1}, lambda: {"v": [0.0] * 1000})
-    assert [p.name for p in (env / "cache" / "exp").iterdir() if not p.name.endswith(".lock")] == []
+    assert [p.name for p in (empty_store / "cache" / "exp").iterdir() if not p.name.endswith(".lock")] == []
     monkeypatch.undo()
     assert store.cached("exp", {"n": 1}, lambda: {"v": [0.0] * 1000}) == {"v": [0.0] * 1000}   # space again: fine
 
 
-def test_a_permission_error_is_one_line_naming_the_path(env, monkeypatch):
+def test_a_permission_error_is_one_line_naming_the_path(empty_store, monkeypatch):
     def refuse(*a, **k):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
     monkeypatch.setattr(store.tempfile, "mkstemp", refuse)
-    target = env / "ro" / "x.json"
+    target = empty_store / "ro" / "x.json"
     with pytest.raises(store.WriteError, match=f"^cannot write {target}: Permission denied$"):
         store.atomic_write_text(target, "{}")
     assert not target.exists()

@@ -10,18 +10,6 @@ import pytest
 from posbias.storage import store
 
 
-@pytest.fixture()
-def env(tmp_path, monkeypatch):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "manifest.json").write_text("{}")
-    monkeypatch.setattr(store, "DATA", data)
-    monkeypatch.setattr(store, "MANIFEST", data / "manifest.json")
-    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("POSBIAS_WRITE_DATA", raising=False)
-    return tmp_path
-
-
 def _count(monkeypatch, module, name):
     calls = []
     f = getattr(module, name)
@@ -36,7 +24,7 @@ def _count(monkeypatch, module, name):
 
 
 @pytest.mark.parametrize("where", ["data", "cache"])
-def test_a_record_is_verified_once_per_version_and_each_read_is_its_own(env, monkeypatch, where):
+def test_a_record_is_verified_once_per_version_and_each_read_is_its_own(empty_store, monkeypatch, where):
     if where == "data":
         monkeypatch.setenv("POSBIAS_WRITE_DATA", "1")
     store.cached("exp", {"n": 1}, lambda: {"v": [1.0, 2.0]})
@@ -47,7 +35,7 @@ def test_a_record_is_verified_once_per_version_and_each_read_is_its_own(env, mon
     assert [store.lookup("exp", {"n": 1}) for _ in range(5)] == [{"v": [1.0, 2.0]}] * 5
     assert len(hashed) <= 1
     # a new version of the file (rewritten, another size) is verified again, and a damaged one refused
-    path = next((env / where / "exp").glob("*.json"))
+    path = next((empty_store / where / "exp").glob("*.json"))
     text = path.read_text()
     path.write_text(text.replace('"v":[1.0,2.0]', '"v":[1.0,2.5]').replace('"v": [1.0, 2.0]', '"v": [1.0, 2.5]'))
     if where == "data":
