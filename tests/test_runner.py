@@ -84,3 +84,26 @@ def test_an_executed_notebook_names_no_path_of_the_machine_and_its_files_are_rea
     assert (meta["input_path"], meta["output_path"]) == ("notebooks/wu-thm-4-1.md", "wu-thm-4-1.ipynb")
     for name in ("wu-thm-4-1.ipynb", "results.json"):
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o644, name
+
+
+def test_the_run_context_reaches_the_kernel_and_not_this_process(tmp_path, monkeypatch):
+    """The run's context (run folder, chapter, profile, parameters, captions, device) is the kernel's
+    environment only (issue 97): this process's environment is never changed, and the kernel still records
+    its checks in the run folder."""
+    import papermill
+
+    monkeypatch.setenv("POSBIAS_CACHE", str(tmp_path / "cache"))
+    for name in ("POSBIAS_RUN_DIR", "POSBIAS_CHAPTER", "POSBIAS_PARAMS"):
+        monkeypatch.delenv(name, raising=False)
+    seen, real = [], papermill.execute_notebook
+
+    def spy(*a, **k):
+        seen.append({n for n in os.environ if n in ("POSBIAS_RUN_DIR", "POSBIAS_CHAPTER", "POSBIAS_PARAMS")})
+        return real(*a, **k)
+
+    monkeypatch.setattr(papermill, "execute_notebook", spy)
+    res = runner.run_chapter("wu-thm-4-1", profile="smoke", out=tmp_path / "run", quiet=True)
+    assert res.code == 0, res.message
+    assert seen == [set()], f"the runner set {seen} in its own environment"
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["checks"] and all(c["passed"] for c in results["checks"])

@@ -254,9 +254,11 @@ def _execute_interruptibly(execute: Callable[[], None]) -> tuple[BaseException |
     return box.get("error"), (received[0] if received else None)
 
 
-def _ipc_kernel_manager(socket_dir: Path) -> type:
+def _ipc_kernel_manager(socket_dir: Path, env: dict[str, str]) -> type:
     """A kernel manager whose kernel talks to the runner over Unix sockets in ``socket_dir`` (private to
-    this run, so concurrent runs never share a socket), not over unencrypted TCP ports."""
+    this run, so concurrent runs never share a socket), not over unencrypted TCP ports, and starts with
+    ``env`` added to this process's environment (the run's context reaches the kernel only; this
+    process's own environment is never changed)."""
     from jupyter_client.manager import KernelManager  # lazy: jupyter_client costs ~0.1s at import
 
     class IPCKernelManager(KernelManager):
@@ -264,6 +266,10 @@ def _ipc_kernel_manager(socket_dir: Path) -> type:
             kw.setdefault("transport", "ipc")
             kw.setdefault("ip", str(socket_dir / "k"))
             super().__init__(**kw)
+
+        def start_kernel(self, **kw: Any) -> None:
+            kw["env"] = {**kw.get("env", os.environ), **env}
+            super().start_kernel(**kw)
 
     return IPCKernelManager
 
@@ -341,8 +347,6 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
         "PYTHONHASHSEED": "0",
         "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "ignore::DeprecationWarning"),
     }
-    saved = {k: os.environ.get(k) for k in env_keys}
-    os.environ.update(env_keys)
     started, t0 = now_iso(), time.perf_counter()
     error: Exception | None = None
     stopped_by: int | None = None
@@ -352,7 +356,7 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
             nb, str(nb_path), parameters=params, kernel_name=KERNEL, language="python",
             progress_bar=not quiet and sys.stderr.isatty(), log_output=False, cwd=str(chapter.path.parent),
             execution_timeout=timeout, request_save_on_cell_execute=True, start_timeout=120,
-            kernel_manager_class=_ipc_kernel_manager(socket_dir),
+            kernel_manager_class=_ipc_kernel_manager(socket_dir, env_keys),
         ))
         if error is not None and not isinstance(error, Exception):
             raise error
@@ -361,11 +365,6 @@ def _run_locked(chapter: Chapter, params: dict[str, Any], profile: str, out: Pat
             raise write_error(getattr(error, "filename", None) or nb_path, error)
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     wall = time.perf_counter() - t0
     tidy.finish_notebook(nb_path, chapter.path)
 
