@@ -123,3 +123,22 @@ def test_a_branch_pairs_with_the_other_configurations_seed_by_seed():
     (in_branch,) = br._judge_paired([entry], study, runs={"decay|2": branch})
     assert by_seed.mean == pytest.approx(0.25, abs=1e-9) and in_branch.mean == pytest.approx(0.25, abs=1e-9)
     assert in_branch.se == pytest.approx(by_seed.se, rel=1e-9)
+
+
+def test_trajectories_hold_each_stored_network_as_the_figure_draws_it():
+    """Every stored network of the design, in its order, with its source, whether it left a plateau after
+    100,000, its mean IC accuracy and its first-last gap; the IC references are the closed forms'."""
+    from posbias.science.retrieval import closed_forms
+
+    study = _study()
+    study["decay|2"][0] = (0, "design", study["decay|2"][0][2])
+    t = br.trajectories(study)
+    lines = t["configs"]["decay|2"]["lines"]
+    assert t["configs"]["decay|2"]["designed"] == 10 and t["configs"]["RoPE|6"] == {"designed": 5, "lines": []}
+    assert [r["seed"] for r in lines] == [0, 1, 2, 3, 4]
+    assert [r["design"] for r in lines] == [True, False, False, False, False]
+    assert [r["left"] for r in lines] == [False, False, True, True, True]       # seeds 2-4 jump at 175k-225k
+    assert np.allclose(lines[0]["accuracy"], 0.53) and np.allclose(lines[0]["first_last"], 0.03)
+    assert np.allclose(lines[2]["accuracy"][-1], 0.74) and np.allclose(lines[2]["first_last"], -0.15)
+    ic = closed_forms()["ic"]
+    assert (t["copy_random"], t["ignore_best"]) == (float(ic["copy_random"]), float(ic["ignore_best"]))

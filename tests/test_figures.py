@@ -413,7 +413,7 @@ def test_jump_figure_draws_each_role_in_its_colour_and_says_how_far_it_trained()
     one = {"step": steps, **{k: [0.1, 0.2, 0.3] for k in ("ic", "sweep", "ratio", "training_classes",
                                                             "novel_classes", "wrong_first", "wrong_middle",
                                                             "wrong_last")}}
-    fig = figures.jump_figure({"jumper": one, "non-jumper": {**one, "step": []}})
+    fig = figures.jump_figure({"jumper": one, "non-jumper": {**one, "step": []}}, 0.2)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[0] == "jumper (to 50,000)" and not any(x.startswith("non-jumper") for x in labels)
     assert len(fig.axes) == 4 and len(fig.axes[3].lines) == 3 + 1          # three slots and the 100k mark
@@ -421,7 +421,7 @@ def test_jump_figure_draws_each_role_in_its_colour_and_says_how_far_it_trained()
 
 
 def test_budget_trajectories_colour_means_leaving_a_plateau_in_every_panel():
-    from posbias.analysis import budget as bd
+    from posbias.analysis import budget as bd, budget_read as br
 
     steps = list(range(0, 300_001, 5000))
     flat = {f"IC_{a}_{b}": [0.5] * len(steps) for a, b in (("first", "middle"), ("middle", "first"),
@@ -430,7 +430,7 @@ def test_budget_trajectories_colour_means_leaving_a_plateau_in_every_panel():
     jump = {k: [0.5 if s < 200_000 else 0.75 for s in steps] for k in flat}
     study = {"decay|2": [(0, "design", {"curves": {"step": steps, **flat}}),
                          (1, "admitted", {"curves": {"step": steps, **jump}})]}
-    fig = figures.budget_trajectories_figure(study)
+    fig = figures.budget_trajectories_figure(br.trajectories(study))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax in fig.axes[:2]:                                                   # both panels of the column
         drawn = [ln for ln in ax.lines if len(ln.get_xdata()) == len(steps)]
@@ -471,3 +471,21 @@ def test_schematics_draw_what_the_library_computes(tmp_path):
         assert f"_executed/schematics/{name}.png" in page and f":alt: {alt}" in page, name
     assert page.index("schematics/mask-walk.png") < min(m.start() for m in re.finditer(r"\$", page))
 
+
+
+def test_bias_over_training_figure_draws_the_bands_it_is_given():
+    """Each panel draws the three means it is handed and the loss from its second evaluation; nothing is
+    recomputed (a band of all 0.1, 0.2, 0.3 comes out as drawn)."""
+    import numpy as np
+
+    step = np.array([0, 50_000, 100_000, 150_000])
+    gaps = {p: (np.full(4, v), np.full(4, 0.01)) for p, v in (("first-middle", 0.1), ("first-last", 0.2),
+                                                              ("middle-last", 0.3))}
+    fig = figures.bias_over_training_figure({"decay|2": {"step": step, "loss": np.array([np.nan, 3, 2, 1]),
+                                                         "gaps": gaps}}, "test")
+    ax = fig.axes[0]
+    drawn = [ln for ln in ax.lines if len(ln.get_xdata()) == 4]
+    assert [list(ln.get_ydata()) for ln in drawn] == [[0.1] * 4, [0.2] * 4, [0.3] * 4]
+    assert list(drawn[0].get_xdata()) == [0, 50, 100, 150] and ax.get_title() == "decay, 2"
+    assert [list(ln.get_ydata()) for ln in fig.axes[1].lines] == [[3, 2, 1]]        # the loss, right axis
+    plt.close(fig)

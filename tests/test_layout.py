@@ -172,3 +172,26 @@ def test_each_layer_imports_only_the_layers_before_it():
     up -= {(a, ".".join(b.split(".")[:2])) for a, b in up if b.count(".") > 1}    # the layer's __init__ on the way
     assert up - set(UPWARD) == set(), f"imports that run upward: {sorted(up - set(UPWARD))}"
     assert set(UPWARD) - up == set(), f"UPWARD names edges that no longer exist: {sorted(set(UPWARD) - up)}"
+
+
+#: Figure modules that still reach below the figures for something to compute, each with its reason; every other
+#: module of ``posbias.figures`` draws what it is given. The test fails when an entry no longer reaches down, so
+#: the list only shrinks.
+FIGURES_COMPUTE = {
+    "posbias.figures.wu": "reads labels, sweeps and attention maps through posbias.measures.evaluate (issue 97, "
+                          "item 2: one typed configuration replaces the parsed labels)",
+    "posbias.figures.schematics": "the schematics compute their masks, rollouts and closed forms from the science core",
+    "posbias.figures.saving": "a saved figure's provenance lists the data files it drew (posbias.analysis.evidence) "
+                              "and the run's record (posbias.storage)",
+}
+
+
+def test_figures_draw_what_they_are_given():
+    """A figure module imports nothing of posbias but the figures package itself (save those named in
+    :data:`FIGURES_COMPUTE`): what it draws is computed before and handed to it."""
+    inner, _ = _graph()
+    figs = {m for m in inner if m.startswith("posbias.figures.")}
+    reach = {m: {t for t in inner[m] if t != "posbias" and not t.startswith("posbias.figures")} for m in figs}
+    assert {m for m, r in reach.items() if r} - set(FIGURES_COMPUTE) == set(), \
+        {m: sorted(r) for m, r in reach.items() if r and m not in FIGURES_COMPUTE}
+    assert {m for m in FIGURES_COMPUTE if not reach.get(m)} == set(), "FIGURES_COMPUTE names a module that draws only"

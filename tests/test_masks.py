@@ -118,3 +118,37 @@ def test_reachability_of_a_one_column_mask_is_the_mask():
     1 step, the column count). Sees the step count taken from the rows (3: a 3x1 by 3x1 product fails)."""
     mask = torch.tensor([[True], [False], [True]])
     assert torch.equal(reachability(mask), mask)
+
+
+def _hops_by_matrix_powers(mask: torch.Tensor, target: int) -> list[int]:
+    """Second method for hop distances: the least t with ``(M^t)[i, target] > 0`` (``M^0 = I``), -1 if none."""
+    n = mask.shape[-1]
+    power, out = torch.eye(n, dtype=torch.float64), [-1] * n
+    for t in range(n):                                          # a shortest walk has at most n - 1 edges
+        out = [t if d < 0 and power[i, target] > 0 else d for i, d in enumerate(out)]
+        power = power @ mask.double()
+    return out
+
+
+def test_hop_distance_is_the_first_power_of_the_mask_that_reaches_the_target():
+    """Against matrix powers on masks where every token sees the target directly (full, prefix) and on a
+    3-cycle without self-loops: a token once reached keeps its first distance, in int64."""
+    cycle = torch.roll(torch.eye(4, dtype=torch.bool), 1, dims=1)            # token i sees i + 1 (mod 4) only
+    for mask, target in ((full_mask(5), 0), (prefix_mask(6, 3), 1), (sliding_window_mask(7, 3), 2), (cycle, 0)):
+        dist = hop_distance(mask, target=target)
+        assert dist.dtype == torch.int64
+        assert dist.tolist() == _hops_by_matrix_powers(mask, target)
+    assert hop_distance(cycle).tolist() == [0, 3, 2, 1]                      # by hand: 3 -> 0, 2 -> 3 -> 0, ...
+
+
+def test_reachability_without_self_loops_collects_every_walk_length():
+    """Masks without self-loops, by hand: the chain 0 -> 1 -> 2 reaches (0,1), (1,2) and (0,2) only; the
+    3-cycle 0 -> 1 -> 2 -> 0 reaches everything, itself included after 3 steps. The last power alone
+    (empty for the chain, the identity for the cycle) is not the union of the walks."""
+    chain = torch.zeros(3, 3, dtype=torch.bool)
+    chain[0, 1] = chain[1, 2] = True
+    want = chain.clone()
+    want[0, 2] = True
+    assert torch.equal(reachability(chain), want)
+    cycle = torch.roll(torch.eye(3, dtype=torch.bool), 1, dims=1)
+    assert torch.equal(reachability(cycle), torch.ones(3, 3, dtype=torch.bool))

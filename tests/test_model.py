@@ -1,8 +1,11 @@
 """posbias.science.model: masks, PEs and residual act as stated; the ensemble is bit-for-bit its members."""
+import math
+
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
-from posbias.science.model import EnsembleNet, MemberConfig
+from posbias.science.model import ENGINES, EnsembleNet, MemberConfig
 from posbias.science.task import ensemble_batch, make_task
 
 CFGS = [MemberConfig("causal", "none"), MemberConfig("decay", "none"), MemberConfig("causal", "rope"),
@@ -115,3 +118,113 @@ def test_attention_maps_equal_the_reference_attention():
         m, bias = cfg.mask_and_bias(17)
         ref = attention_weights(q, k, m, bias)
         assert torch.allclose(maps[e, 0], ref, atol=1e-6, rtol=0), cfg
+
+
+# --- the network written out plainly (float64, one member at a time) from the module docstring ---------------------
+SMALL = {"dim": 16, "n_labels": 5, "n_tokens": 9}        # T != D, so a transposed or mis-broadcast product fails
+
+
+def _allowed_and_bias(cfg: MemberConfig, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which keys ``j`` query ``i`` sees, and the logit bias, by a loop over ``(i, j)`` from the masks' definitions."""
+    allowed, bias = torch.zeros(n, n, dtype=torch.bool), torch.zeros(n, n, dtype=torch.float64)
+    for i in range(n):
+        for j in range(n):
+            allowed[i, j] = {"full": True, "causal": j <= i, "decay": j <= i,
+                             "window": cfg.window is not None and i - cfg.window < j <= i,
+                             "prefix": cfg.prefix is not None and (j < cfg.prefix or j <= i)}[cfg.mask]
+            if cfg.mask == "decay" and j <= i:
+                bias[i, j] = (i - j) * math.log(cfg.gamma)          # weights times gamma^(i-j)
+    return allowed, bias
+
+
+def _angles(n: int, d: int, base: float) -> torch.Tensor:
+    """``pos / base^(2p/d)`` for ``pos < n``, ``p < d/2`` (the sinusoidal PE's and RoPE's angles)."""
+    return torch.tensor([[pos / base ** (2 * p / d) for p in range(d // 2)] for pos in range(n)], dtype=torch.float64)
+
+
+def _rotate(x: torch.Tensor, ang: torch.Tensor) -> torch.Tensor:
+    """RoPE by hand: the pair ``(x[2p], x[2p+1])`` at position ``pos`` turned by the angle ``ang[pos, p]``."""
+    out = x.clone()
+    c, s = torch.cos(ang), torch.sin(ang)
+    out[..., 0::2] = x[..., 0::2] * c - x[..., 1::2] * s
+    out[..., 1::2] = x[..., 0::2] * s + x[..., 1::2] * c
+    return out
+
+
+def _reference(net: EnsembleNet, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits ``(E, b, L)`` and attention maps ``(E, depth, b, T, T)`` of ``net``, member by member in float64."""
+    logits, maps = [], []
+    for e, cfg in enumerate(net.configs):
+        T, D = tokens.shape[2], tokens.shape[3]
+        ang = _angles(T, D, cfg.rope_base)
+        h = tokens[e].double()
+        if cfg.pe == "sin":                                    # pe[pos, 2p] = sin, pe[pos, 2p+1] = cos
+            h = h + torch.stack((torch.sin(ang), torch.cos(ang)), dim=-1).flatten(-2)
+        allowed, bias = _allowed_and_bias(cfg, T)
+        layer_maps = []
+        for t in range(net.depth):
+            q, k, v = (h @ w[e, t].detach().double() for w in (net.w_q, net.w_k, net.w_v))
+            if cfg.pe == "rope":
+                q, k = _rotate(q, ang), _rotate(k, ang)
+            s = (q @ k.transpose(-1, -2) / math.sqrt(D) + bias).masked_fill(~allowed, float("-inf"))
+            a = torch.softmax(s, dim=-1)
+            layer_maps.append(a)
+            h = a @ v + h if cfg.residual else a @ v
+        z = h[:, -1]                                           # the query token
+        for i in range(4):
+            z = z @ net.cls_w[i][e].detach().double() + net.cls_b[i][e].detach().double()
+            z = torch.relu(z) if i < 3 else z
+        logits.append(z)
+        maps.append(torch.stack(layer_maps))
+    return torch.stack(logits), torch.stack(maps)
+
+
+# (members, depth, batch, query_only): a mixed ensemble whose batch equals its number of RoPE members, depth 1,
+# an all-RoPE ensemble with batch 1, and a lone member (E = 1) that computes the last layer in full
+ENGINE_CASES = [(CFGS, 2, 2, True), (CFGS, 1, 3, True),
+                ([MemberConfig("causal", "rope"), MemberConfig("prefix", "rope", prefix=3, residual=True)], 3, 1, True),
+                ([MemberConfig("decay", "sin", residual=True, gamma=0.5)], 2, 2, False),
+                ([MemberConfig("window", "sin", window=3)], 2, 1, True)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_engine_computes_the_documented_network(engine):
+    """Each engine's logits and maps equal a plain float64 re-implementation of the module docstring."""
+    gen = torch.Generator().manual_seed(5)
+    for cfgs, depth, b, query_only in ENGINE_CASES:
+        net = EnsembleNet(cfgs, list(range(len(cfgs))), depth, query_only=query_only, engine=engine, **SMALL)
+        x = torch.randn(len(cfgs), b, SMALL["n_tokens"], SMALL["dim"], generator=gen)
+        ref_logits, ref_maps = _reference(net, x)
+        assert torch.allclose(net(x).double(), ref_logits, atol=1e-5, rtol=1e-4), (engine, cfgs)
+        logits, maps = net(x, return_attention=True)
+        assert torch.allclose(logits.double(), ref_logits, atol=1e-5, rtol=1e-4), (engine, cfgs)
+        assert torch.allclose(maps.double(), ref_maps, atol=1e-6, rtol=0), (engine, cfgs)
+
+
+class _BmmShapes(TorchFunctionMode):
+    """Records ``(rows, columns)`` of the product of every ``torch.bmm`` call made while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, int]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.bmm:
+            self.shapes.append((args[0].shape[1], args[1].shape[-1]))
+        return func(*args, **(kwargs or {}))
+
+
+def _projections(engine: str, return_attention: bool, b: int = 3) -> list[tuple[int, int]]:
+    net = EnsembleNet(CFGS[:2], [0, 1], 2, engine=engine, **SMALL)
+    with _BmmShapes() as rec:
+        net(torch.zeros(2, b, SMALL["n_tokens"], SMALL["dim"]), return_attention=return_attention)
+    return rec.shapes
+
+
+def test_engines_make_the_projections_their_docstring_declares():
+    """v2: Q, K, V one product each; v3: one fused QKV product per layer; the last layer projects Q of one row only."""
+    b, T, D = 3, SMALL["n_tokens"], SMALL["dim"]                # shapes worked by hand, depth 2
+    assert _projections("v2", False) == [(b * T, D)] * 3 + [(b, D), (b * T, D), (b * T, D)]
+    assert _projections("v3", False) == [(b * T, 3 * D), (b * T, 2 * D), (b, D)]
+    assert _projections("v2", True) == [(b * T, D)] * 6            # maps asked: every row of every layer
+    assert _projections("v3", True) == [(b * T, 3 * D)] * 2

@@ -253,3 +253,16 @@ def test_stop_mismatches_re_derives_each_stop_from_the_curves():
     short = {k: v[:5] for k, v in drift.items()}                                # a short run: cap 20,000
     short_run = {**run(short, 20_000, "cap"), "params": {"n_test": N_TEST, "steps": 20_000}}
     assert ot.stop_mismatches({"x": [short_run]}) == []
+
+
+def test_gap_bands_hold_the_mean_and_se_over_runs_of_complete_configurations_only():
+    """Two runs whose first-last gaps are 0.02 and 0.04 everywhere: the band's mean is 0.03 and its SE
+    sqrt(var/2 + 2/(4 n_test)) with var = 0.0002 (worked by hand); an incomplete configuration is left out."""
+    runs = [_unit(lambda s: 0.02), _unit(lambda s: 0.04)]
+    bands = ot.gap_bands({"x": runs, "half": [runs[0], None], "none": []})
+    assert list(bands) == ["x"]
+    mean, se = bands["x"]["gaps"]["first-last"]
+    assert np.allclose(mean, 0.03) and np.allclose(se, np.sqrt(0.0002 / 2 + 2 / (4 * N_TEST)))
+    assert np.allclose(bands["x"]["gaps"]["first-middle"][0], 0.0)
+    assert list(bands["x"]["gaps"]) == ["first-middle", "first-last", "middle-last"]
+    assert list(bands["x"]["step"]) == STEPS and np.isnan(bands["x"]["loss"][0]) and bands["x"]["loss"][1] == 1.0

@@ -20,8 +20,8 @@ from posbias.measures import convergence as cv
 from posbias.analysis.overtraining import MEASURED_ALONG
 
 __all__ = ["PAPER_STEP", "done", "complete", "networks_table", "readings_table", "branches_of", "split_words",
-           "exits_after", "window_swing", "swing_sentence", "branch_table", "moving_table", "best_table",
-           "claims_table", "claims_sentence", "training_hours"]
+           "exits_after", "trajectories", "window_swing", "swing_sentence", "branch_table", "moving_table",
+           "best_table", "claims_table", "claims_sentence", "training_hours"]
 
 #: The paper's snapshot; read from the same long runs as the end (the mean over 50,000 to 100,000).
 PAPER_STEP = 100_000
@@ -115,6 +115,27 @@ def exits_after(r: Mapping[str, Any], after: int = PAPER_STEP) -> list[int]:
     (:func:`posbias.analysis.budget.plateau_exits`) after ``after`` iterations, ascending."""
     c = r["curves"]
     return [int(x["exit"]) for x in bd.plateau_exits(c["step"], bd.mean_accuracy(c)) if x["exit"] > after]
+
+
+def trajectories(study: Study) -> dict[str, Any]:
+    """What :func:`posbias.figures.budget_trajectories_figure` draws: ``configs``, label -> ``designed`` (the
+    design's number of networks) and ``lines``, one per stored network in the design's order: ``seed``, ``design``
+    (trained under the design, not admitted), ``left`` (it left a plateau after 100,000 iterations,
+    :func:`exits_after`), ``step``, ``accuracy`` (mean IC accuracy) and ``first_last`` (the gap), each
+    ``(evals,)``; and the two references of the IC sets (:func:`posbias.science.retrieval.closed_forms`):
+    ``copy_random`` (copying a random context label) and ``ignore_best`` (the best any network that ignores
+    the query scores)."""
+    from posbias.science.retrieval import closed_forms
+
+    source = {(label, s): src for label, rows in study.items() for s, src, _ in rows}
+    configs = {}
+    for label, runs in done(study).items():
+        lines = [{"seed": seed, "design": source[(label, seed)] == "design", "left": bool(exits_after(r)),
+                  "step": np.asarray(r["curves"]["step"]), "accuracy": bd.mean_accuracy(r["curves"]),
+                  "first_last": cv.gap_curve(r["curves"], "first-last")} for seed, r in runs]
+        configs[label] = {"designed": len(study[label]), "lines": lines}
+    ic = closed_forms()["ic"]
+    return {"configs": configs, "copy_random": float(ic["copy_random"]), "ignore_best": float(ic["ignore_best"])}
 
 
 def window_swing(record: Mapping[str, Any], end: int | None = None, window: int = bd.READ_WINDOW) -> float:

@@ -44,7 +44,7 @@ from posbias.analysis import budget as bd
 from posbias.storage.recompute import recomputable
 
 __all__ = ["EVERY", "SEEDS", "N_PROBE", "MOVE", "DESIGN", "PREDICTIONS", "units", "half_change", "moves_before",
-           "core_hours", "stored_result", "probes_of", "probe_at", "probe_series", "judge",
+           "core_hours", "sweep_ceiling", "stored_result", "probes_of", "probe_at", "probe_series", "judge",
            "ELSEWHERE", "ALSO", "DECAY4", "elsewhere", "judge_elsewhere",
            "EXPLORATORY", "attention_of", "attention_at", "attention_series", "judge_exploratory", "attention_reading"]
 
@@ -281,15 +281,21 @@ def probe_series(role: str, n: int = N_PROBE) -> dict[str, list]:
     return {"step": steps, **{k: [r[k] for r in rows] for k in keys}}
 
 
+def sweep_ceiling() -> float:
+    """The most a network that ignores the query can score on the position sweep
+    (:func:`posbias.science.retrieval.closed_forms`, ``sweep`` ``ignore_best``): the line a probe must cross."""
+    from posbias.science import retrieval
+
+    return float(retrieval.closed_forms()["sweep"]["ignore_best"])
+
+
 def judge(series: Mapping[str, Mapping[str, list]], records: Mapping[str, Mapping[str, Any] | None],
           steps: int = 500_000) -> dict[str, dict[str, str]]:
     """The predictions :data:`PREDICTIONS` against the study's data: ``series`` role -> :func:`probe_series`,
     ``records`` role -> the finished run's result (None while it trains). Per prediction ``{"verdict", "why"}``,
     the verdict ``holds``, ``fails`` or ``not yet`` (a network it needs has not reached ``steps``). The IC and sweep
     timing read the record's curves (every 5,000); the attention ratio and the class accuracies the snapshots."""
-    from posbias.science import retrieval
-
-    ceiling = float(retrieval.closed_forms()["sweep"]["ignore_best"])
+    ceiling = sweep_ceiling()
 
     def reached(role: str) -> int:
         return max(series[role]["step"], default=0)

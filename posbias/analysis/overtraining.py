@@ -18,7 +18,7 @@ import numpy as np
 from posbias.measures import convergence as cv
 from posbias.analysis import claims
 
-__all__ = ["STUDIES", "curve_stats", "still_moving_table", "units_at", "units_at_best", "MEASURED_ALONG",
+__all__ = ["STUDIES", "curve_stats", "gap_bands", "still_moving_table", "units_at", "units_at_best", "MEASURED_ALONG",
            "verdicts_over_training", "READINGS", "CONVERGED_VIEWS", "converged_comparison", "converged_counts", "reach",
            "stop_table", "stopped_runs", "stop_mismatches", "fell_back", "paper_and_end", "spread_text",
            "spread_summary"]
@@ -45,6 +45,22 @@ def curve_stats(units: Sequence[dict], pair: str) -> dict[str, np.ndarray]:
     loss = np.mean([u["curves"]["loss"] for u in units], axis=0).astype(float)
     loss[0] = math.nan
     return {"step": np.asarray(steps), "per_seed": per, "mean": per.mean(axis=1), "se": se, "loss": loss}
+
+
+def gap_bands(study: Mapping[str, Sequence[dict | None]]) -> dict[str, dict]:
+    """What :func:`posbias.figures.bias_over_training_figure` draws: one entry per complete configuration of
+    ``study`` (label -> stored runs; incomplete labels skipped), in its order, holding ``step`` ``(evals,)``,
+    ``loss`` ``(evals,)`` (the seed-mean training loss, ``nan`` at step 0) and ``gaps``: pair -> ``(mean, se)``,
+    each ``(evals,)``, over the runs (:func:`curve_stats`)."""
+    out = {}
+    for label, us in study.items():
+        if not us or any(u is None for u in us):
+            continue
+        per = {pair: curve_stats(us, pair) for pair in cv.GAP_NAMES}
+        first = per[cv.GAP_NAMES[0]]
+        out[label] = {"step": first["step"], "loss": first["loss"],
+                      "gaps": {pair: (s["mean"], s["se"]) for pair, s in per.items()}}
+    return out
 
 
 def still_moving_table(study: Mapping[str, Sequence[dict | None]], window: int = 20_000):

@@ -3,41 +3,37 @@ a study against iterations (mean ± SE over runs), with the training loss beside
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib.figure
 import matplotlib.pyplot as plt
-
-from posbias.analysis import budget as bd
-from posbias.measures import convergence as cv
+import numpy as np
 
 
-def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title: str,
+def bias_over_training_figure(bands: Mapping[str, Mapping[str, Any]], title: str,
                               mark: int | None = 100_000) -> matplotlib.figure.Figure:
-    """One panel per configuration of ``study`` (label -> stored runs; incomplete labels skipped): the
-    gaps first-middle, first-last and middle-last against iterations (thousands), mean over runs with
-    a band of one standard error (:func:`posbias.analysis.overtraining.curve_stats`), and the seed-mean training
-    loss on a second axis (grey). ``mark``: a vertical line at that iteration (the paper's 100,000)."""
-    # lazy: posbias.analysis.overtraining (torch) costs ~1.5s at import
-    from posbias.analysis.overtraining import curve_stats
-
-    labels = [lb for lb, us in study.items() if us and all(u is not None for u in us)]
+    """One panel per configuration of ``bands`` (:func:`posbias.analysis.overtraining.gap_bands`: label ->
+    ``step``, ``loss`` and ``gaps``, pair -> ``(mean, se)``): the gaps first-middle, first-last and
+    middle-last against iterations (thousands), the mean over runs with a band of one standard error, and
+    the seed-mean training loss on a second axis (grey). ``mark``: a vertical line at that iteration (the
+    paper's 100,000)."""
+    labels = list(bands)
     n = max(len(labels), 1)
     cols = min(n, 3 if n % 3 == 0 or n > 6 else n)
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.5 * rows), sharex=True, squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, label in zip(axes.flat, labels):
-        for pair, c in zip(cv.GAP_NAMES, colours):
-            s = curve_stats(study[label], pair)
-            x = s["step"] / 1000
-            ax.plot(x, s["mean"], color=c, lw=1.2, label=pair.replace("-", " vs "))
-            ax.fill_between(x, s["mean"] - s["se"], s["mean"] + s["se"], color=c, alpha=0.2, lw=0)
+        b = bands[label]
+        x = np.asarray(b["step"]) / 1000
+        for (pair, (mean, se)), c in zip(b["gaps"].items(), colours):
+            ax.plot(x, mean, color=c, lw=1.2, label=pair.replace("-", " vs "))
+            ax.fill_between(x, mean - se, mean + se, color=c, alpha=0.2, lw=0)
         ax.axhline(0, color="k", lw=0.5)
         if mark is not None and x[-1] >= mark / 1000:
             ax.axvline(mark / 1000, color="k", lw=0.5, ls=":")
         twin = ax.twinx()
-        twin.plot(x[1:], s["loss"][1:], color="0.55", lw=0.9, ls="--")
+        twin.plot(x[1:], b["loss"][1:], color="0.55", lw=0.9, ls="--")
         twin.tick_params(labelsize=8, colors="0.45")
         twin.grid(False)
         ax.set_title(label.replace("|", ", "), fontsize=9)
@@ -55,46 +51,39 @@ def bias_over_training_figure(study: Mapping[str, Sequence[dict | None]], title:
     return fig
 
 
-def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict | None]]],
-                               mark: int | None = 100_000) -> matplotlib.figure.Figure:
-    """The fixed-budget study, every network drawn: one column per configuration, the mean IC accuracy
-    (top) and the first-last gap (bottom) of each stored network against iterations (thousands), one
-    line per network. One colour means one thing in every panel: orange, the network left a plateau after
-    100,000 iterations (:func:`posbias.analysis.budget.plateau_exits`); blue, it never did. Solid: trained under the
-    design; dashed: an admitted record. Grey lines in the top row: what copying a random context label scores
-    and the best any network that ignores the query scores (:func:`posbias.science.retrieval.closed_forms`). A legend
-    under the panels; a configuration with no network stored says ``not yet``."""
+def budget_trajectories_figure(lines: Mapping[str, Any], mark: int | None = 100_000) -> matplotlib.figure.Figure:
+    """The fixed-budget study, every network drawn (:func:`posbias.analysis.budget_read.trajectories`): one column
+    per configuration, the mean IC accuracy (top) and the first-last gap (bottom) of each stored network against
+    iterations (thousands), one line per network. One colour means one thing in every panel: orange, the network
+    left a plateau after 100,000 iterations; blue, it never did. Solid: trained under the design; dashed: an
+    admitted record. Grey lines in the top row: what copying a random context label scores and the best any network
+    that ignores the query scores. A legend under the panels; a configuration with no network stored says
+    ``not yet``."""
     from matplotlib.lines import Line2D
 
-    # lazy: posbias.analysis.budget_read (torch) costs ~1.5s at import
-    from posbias.analysis.budget_read import done, exits_after
-    from posbias.science.retrieval import closed_forms
-
-    labels = list(study)
+    configs = lines["configs"]
+    labels = list(configs)
     fig, axes = plt.subplots(2, max(len(labels), 1), figsize=(2.6 * max(len(labels), 1), 5.2), sharex="col",
                              sharey="row", squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     left, stayed = colours[1], colours[0]
-    ic = closed_forms()["ic"]
-    refs = ((float(ic["copy_random"]), ":"), (float(ic["ignore_best"]), "--"))
-    source = {(label, s): src for label, rows in study.items() for s, src, _ in rows}
+    refs = ((lines["copy_random"], ":"), (lines["ignore_best"], "--"))
     for k, label in enumerate(labels):
         top, bottom = axes[0, k], axes[1, k]
-        runs = done(study)[label]
-        top.set_title(f"{label.replace('|', ', depth ')} ({len(runs)} of {len(study[label])})", fontsize=9)
+        runs = configs[label]["lines"]
+        top.set_title(f"{label.replace('|', ', depth ')} ({len(runs)} of {configs[label]['designed']})", fontsize=9)
         for y, ls in refs:
             top.axhline(y, color="0.6", lw=0.7, ls=ls)
         if not runs:
             top.text(0.5, 0.5, "not yet", ha="center", va="center", transform=top.transAxes, fontsize=9)
             bottom.text(0.5, 0.5, "not yet", ha="center", va="center", transform=bottom.transAxes, fontsize=9)
             continue
-        for seed, r in runs:
-            c = r["curves"]
-            x = [s / 1000 for s in c["step"]]
-            ls = "-" if source[(label, seed)] == "design" else "--"
-            colour = left if exits_after(r) else stayed
-            top.plot(x, bd.mean_accuracy(c), color=colour, lw=0.9, ls=ls)
-            bottom.plot(x, cv.gap_curve(c, "first-last"), color=colour, lw=0.9, ls=ls)
+        for r in runs:
+            x = np.asarray(r["step"]) / 1000
+            ls = "-" if r["design"] else "--"
+            colour = left if r["left"] else stayed
+            top.plot(x, r["accuracy"], color=colour, lw=0.9, ls=ls)
+            bottom.plot(x, r["first_last"], color=colour, lw=0.9, ls=ls)
         for ax in (top, bottom):
             if mark is not None:
                 ax.axvline(mark / 1000, color="k", lw=0.5, ls=":")
@@ -114,25 +103,23 @@ def budget_trajectories_figure(study: Mapping[str, Sequence[tuple[int, str, dict
     return fig
 
 
-def jump_figure(series: Mapping[str, Mapping[str, Sequence]], mark: int | None = 100_000,
+def jump_figure(series: Mapping[str, Mapping[str, Sequence]], ceiling: float, mark: int | None = 100_000,
                 attention: Mapping[str, Mapping[str, Sequence]] | None = None) -> matplotlib.figure.Figure:
-    """The jump study's probes along training (:func:`posbias.analysis.jump.probe_series`, one per role): 2 x 2 panels
-    against iterations (thousands), the jumper orange and the non-jumper blue as in the study's trajectories. (a)
-    accuracy on fresh IC sets (solid) and on a fresh position sweep (dashed), with the sweep's ceiling for any network
-    that ignores the query (grey); (b) the last layer's attention on the query's own class over what position alone
-    predicts, on its items (solid) and, with ``attention`` (:func:`posbias.analysis.jump.attention_series`), on the
-    label tokens that follow them (dashed; exploratory); (c) accuracy on training classes (solid) and on novel ones
-    (dashed); (d) of the wrong answers, the share that is the label at the first (solid), middle (dashed) or last
-    (dotted) slot. A role with nothing kept yet is left out; the legend says how far each has trained."""
+    """The jump study's probes along training (:func:`posbias.analysis.jump.probe_series`, one per role): 2 x 2
+    panels against iterations (thousands), the jumper orange and the non-jumper blue as in the study's trajectories.
+    (a) accuracy on fresh IC sets (solid) and on a fresh position sweep (dashed), with ``ceiling``, the sweep's
+    ceiling for any network that ignores the query (grey; :func:`posbias.science.retrieval.closed_forms`); (b) the
+    last layer's attention on the query's own class over what position alone predicts, on its items (solid) and,
+    with ``attention`` (:func:`posbias.analysis.jump.attention_series`), on the label tokens that follow them
+    (dashed; exploratory); (c) accuracy on training classes (solid) and on novel ones (dashed); (d) of the wrong
+    answers, the share that is the label at the first (solid), middle (dashed) or last (dotted) slot. A role with
+    nothing kept yet is left out; the legend says how far each has trained."""
     from matplotlib.lines import Line2D
-
-    from posbias.science.retrieval import closed_forms
 
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colour = {"jumper": colours[1], "non-jumper": colours[0]}
     fig, axes = plt.subplots(2, 2, figsize=(8, 5.8))
     ax = axes.flatten()
-    ceiling = float(closed_forms()["sweep"]["ignore_best"])
     ax[0].axhline(ceiling, color="0.6", lw=0.7, ls="--")
     ax[1].axhline(1.0, color="0.6", lw=0.7, ls="--")
     handles = []
