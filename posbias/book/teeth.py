@@ -74,6 +74,10 @@ STANDINGS: dict[str, str] = {"unit": "killed since", "equivalent": "equivalent",
                              "open": "not explained"}
 
 
+#: How a kill that ``tests/mutmut_run.py --rerun`` confirmed ends its standing.
+_CONFIRMED = " (mutmut, run again: killed)"
+
+
 def standing_counts(statuses: Iterable[str]) -> dict[str, int]:
     """How many of a run's survivors stand each way (``statuses`` as :func:`mutmut_frame` words them):
     ``unit`` (killed since by a unit test), ``equivalent``, ``removed`` (its code is gone) and ``open``
@@ -93,7 +97,7 @@ def _why(d: dict, name: str, rerun: str | None) -> str:
     if name in d.get("killed_by_unit_tests", {}):
         test = d["killed_by_unit_tests"][name]
         if rerun in (None, "killed", "timeout"):
-            return f"killed since: {test}" + (" (mutmut, run again: killed)" if rerun else "")
+            return f"killed since: {test}" + (_CONFIRMED if rerun else "")
         return f"not explained: mutmut, run again, says {rerun} (expected {test} to kill it)"
     return "not explained"
 
@@ -148,8 +152,11 @@ def core_result(path: Path | None = None, shown: str = f"book/{CORE_RUN}") -> st
         return (f"{m['tested']:,} of the core's {m['generated']:,} mutants tested so far ({where}): {m['killed']:,} "
                 f"killed{rate}; the run is not finished, and its survivors are not read until it is (`{shown}`)")
     n = standing_counts(s["status"])
+    confirmed = sum(st.startswith(STANDINGS["unit"]) and st.endswith(_CONFIRMED) for st in s["status"])
+    waiting = f", {n['unit'] - confirmed} of them not yet confirmed by mutmut run again" if n["unit"] > confirmed \
+        else (" (each confirmed by mutmut run again)" if n["unit"] else "")
     return (f"all {m['generated']:,} of the core's mutants tested ({where}): {m['killed']:,} killed, a score of "
             f"{m['score']:.3f} with a 95% interval of " + "{:.3f} to {:.3f}".format(*m["score_95"])
-            + f". Of its {len(s)} survivors, triaged after the run, {n['unit']} are killed since by new tests "
-            f"(each confirmed by mutmut run again), {n['equivalent']} argued equivalent and {n['open']} not "
-            f"explained (`{shown}`)")
+            + f". Of its {len(s)} survivors, triaged after the run, {n['unit']} are killed since by new tests"
+            f"{waiting}, {n['equivalent']} argued equivalent, {n['removed']} in code that has left the core and "
+            f"{n['open']} not explained (`{shown}`)")
