@@ -165,3 +165,64 @@ def test_decay_bias_in_int8_is_the_closed_form_within_127_positions():
     near = k.abs() < 128
     assert torch.equal(b[near].double(), (-k[near]).clamp(max=0).double())
     assert b[150, 140] == -10 and b[140, 150] == 0
+
+
+def test_decay_bias_is_zero_at_rate_zero_and_refuses_a_negative_rate():
+    """m = 0 is no decay: the bias is 0 everywhere, by hand; m < 0 is refused with the rule it breaks."""
+    assert torch.equal(decay_bias(4, 0.0), torch.zeros(4, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"^decay rate m must be >= 0, got -0\.5$"):
+        decay_bias(4, -0.5)
+
+
+def test_random_stacks_default_to_one_sample():
+    """Without ``samples`` one stack is drawn: shapes ``(1, depth, n, n)`` and ``(1, n, n)`` per layer."""
+    from posbias.science.attention import iter_random_attention
+
+    mask = make_mask("causal", 5)
+    assert random_attention_stack(mask, 2)[0].shape == (1, 2, 5, 5)
+    assert [a.shape for a in iter_random_attention(mask, 2)] == [(1, 5, 5)] * 2
+
+
+@pytest.mark.parametrize("shape", [(1, 6), (1, 1, 6)])
+def test_random_stack_takes_the_token_count_from_a_broadcast_mask_row(shape):
+    """A full mask given as one broadcast row (masked_softmax takes any mask broadcastable to the logits):
+    with weight_norm = 0 every logit is 0, so every layer attends uniformly, 1/6 everywhere, by hand."""
+    mask = torch.ones(shape, dtype=torch.bool)
+    attn, bound = random_attention_stack(mask, 2, weight_norm=0.0, samples=2)
+    assert bound == 0.0
+    assert torch.allclose(attn, torch.full((2, 2, 6, 6), 1 / 6, dtype=torch.float64), rtol=0, atol=1e-15)
+
+
+def _stack_by_hand(mask: torch.Tensor, depth: int, d: int, w: float, s: int, seed: int, base: float) -> torch.Tensor:
+    """The docstring's construction in a plain loop, with RoPE as complex multiplication of the pairs
+    ``x[2p] + i x[2p+1]`` by ``e^{i pos theta_p}`` and the mask as ``-inf`` logits."""
+    n = mask.shape[-1]
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(s, n, d, generator=g, dtype=torch.float64)
+    x = x / x.norm(dim=-1, keepdim=True)
+
+    def unit(scale: float) -> torch.Tensor:
+        m = torch.randn(s, d, d, generator=g, dtype=torch.float64)
+        return m / torch.linalg.matrix_norm(m, ord=2)[:, None, None] * scale
+
+    theta = torch.tensor([base ** (-2 * p / d) for p in range(d // 2)], dtype=torch.float64)
+    turn = torch.polar(torch.ones(n, d // 2, dtype=torch.float64), torch.arange(n)[:, None] * theta)
+    out = []
+    for _ in range(depth):
+        wq, wk, wv = unit(w), unit(w), unit(1.0)
+        q, k = x @ wq, x @ wk
+        qc, kc = (torch.complex(v[..., 0::2], v[..., 1::2]) * turn for v in (q, k))
+        logits = (qc @ kc.conj().transpose(-1, -2)).real / math.sqrt(d)
+        a = torch.softmax(logits.masked_fill(~mask, -math.inf), dim=-1)
+        out.append(a)
+        x = a @ x @ wv
+    return torch.stack(out, 1)
+
+
+def test_random_rope_stack_matches_the_construction_by_hand_over_two_layers():
+    """Two layers at d = 8, weight_norm = 2, RoPE base 100, against the loop above: sees the width, the base
+    and W_V's unit norm (layer 2 reads X(1) = A X(0) W_V); the bound is 4 / sqrt(8)."""
+    mask = make_mask("window", 6, window=3)
+    attn, bound = random_attention_stack(mask, 2, d=8, weight_norm=2.0, samples=2, seed=3, rope_base=100.0)
+    assert bound == pytest.approx(4 / math.sqrt(8), rel=1e-15)
+    assert torch.allclose(attn, _stack_by_hand(mask, 2, 8, 2.0, 2, 3, 100.0), rtol=1e-10, atol=1e-14)

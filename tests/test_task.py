@@ -137,3 +137,90 @@ def test_distinct_refuses_too_many():
 
     with pytest.raises(ValueError, match="distinct"):
         distinct(2, 5, 4, torch.Generator())
+
+
+EXACT = TaskConfig(n_items=8, n_classes=64, n_labels=8, dim=16, burstiness=4, eps=0.0)   # no noise: items = means
+
+
+def test_slot_index_refuses_a_bad_slot_and_names_the_choices():
+    """Integer slots run 0..N-1 (the last is allowed, N is not); unknown names are refused with the three names."""
+    assert slot_index(7, 8) == 7
+    for bad in (8, -1):
+        with pytest.raises(ValueError, match=rf"^slot {bad} outside 0\.\.7$"):
+            slot_index(bad, 8)
+    with pytest.raises(ValueError, match=r"^unknown slot 'centre'; choose one of \('first', 'middle', 'last'\)"):
+        slot_index("centre", 8)
+
+
+def test_ic_test_set_names_and_its_refusal_word_for_word():
+    """Names by hand: ``IC_<correct>_<distractor>``, or ``IC_<correct>`` without a distractor."""
+    assert ic_test_set("first", "last", 2, 0, SMALL).name == "IC_first_last"
+    assert ic_test_set("middle", None, 2, 0, SMALL).name == "IC_middle"
+    with pytest.raises(ValueError, match=r"^correct and distractor slots must differ$"):
+        ic_test_set("last", 7, 2, 0, SMALL)
+
+
+def test_ic_test_sets_are_pure_functions_of_their_seed():
+    """Same seed, same set (every draw comes from the set's own generator, none from torch's global one);
+    another seed, another set."""
+    a, b, c = (ic_test_set("first", "last", 20, seed, SMALL) for seed in (4, 4, 5))
+    for name in ("items", "item_labels", "query", "target"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert not torch.equal(a.items, c.items)
+
+
+@pytest.mark.parametrize("correct,distractor,config", [("first", "last", EXACT), ("middle", None, EXACT),
+                                                       (2, 5, TaskConfig(8, 64, 8, 16, 2, 0.0))])
+def test_ic_test_set_draws_its_class_means_first_from_its_own_stream(correct, distractor, config):
+    """The seeding the module documents: stream 2 (test sets) of the seed, keyed by the correct slot, the
+    distractor slot (N when there is none) and B; its first draw is the novel class means, N(0, (1/D)^2).
+    With eps = 0 every item and the query are exactly one of their sequence's means."""
+    from posbias.science.task import generator
+
+    c = slot_index(correct, 8)
+    x = 8 if distractor is None else slot_index(distractor, 8)
+    g = generator(11, 2, c, x, config.burstiness)
+    means = torch.randn(6, 8 // config.burstiness, 16, generator=g) / 16            # (n, N/B, D)
+    ts = ic_test_set(correct, distractor, 6, 11, config)
+    assert bool((ts.items[:, :, None] == means[:, None]).all(-1).any(-1).all())
+    assert bool((ts.query[:, None] == means).all(-1).any(-1).all())
+
+
+def test_train_batch_draws_its_classes_first_from_the_batch_stream():
+    """Stream 1 (batches) of ``(seed, step)``: its first draw is the N/B distinct classes of each sequence.
+    A hand-made task with one-hot class means and eps = 0 shows each item's class exactly."""
+    from posbias.science.task import Task, distinct, generator
+
+    cfg = TaskConfig(n_items=8, n_classes=16, n_labels=16, dim=16, burstiness=4, eps=0.0)
+    task = Task(cfg, torch.eye(16), torch.randn(16, 16, generator=torch.Generator().manual_seed(0)), torch.arange(16))
+    x, y = train_batch(task, 5, 3, 12)
+    cls = x[:, 0:-1:2].argmax(-1)                                                  # (b, N) class of each item
+    chosen = distinct(12, 2, 16, generator(5, 1, 3))
+    assert [set(row) for row in cls.tolist()] == [set(row) for row in chosen.tolist()]
+    assert torch.equal(y, x[:, -1].argmax(-1))                                     # the map is the identity
+
+
+def test_ensemble_batch_gives_each_run_its_own_target_slots():
+    """Run 0 asks for slot 3, run 1 for slot 6: in every sequence the label token after that slot is the target's."""
+    from posbias.science.task import ensemble_batch
+
+    tasks = [make_task(0, SMALL), make_task(1, SMALL)]
+    x, y = ensemble_batch(tasks, [0, 1], [(3,), (6,)], step=2, batch_size=32)
+    assert x.shape == (2, 32, SMALL.n_tokens, SMALL.dim) and y.shape == (2, 32)
+    for e, slot in enumerate((3, 6)):
+        assert torch.equal(x[e, :, 2 * slot + 1], tasks[e].label_vectors[y[e]])
+
+
+def test_ic_test_sets_use_the_config_they_are_given():
+    """All six sets have the shapes of the given config: (n, N, D) items with D = 16, not the default 64."""
+    for ts in ic_test_sets(3, 0, SMALL).values():
+        assert ts.items.shape == (3, 8, 16) and ts.query.shape == (3, 16)
+
+
+def test_sweep_query_is_an_exact_copy_of_slot_s_and_of_no_other_item():
+    """With eps = 0 the query is its class mean exactly; burstiness 1 puts that class at slot s only, so the
+    query equals the item at s and no other (by hand), and the config's width D = 16 is kept."""
+    for s, ts in enumerate(sweep_test_sets(10, 0, EXACT)):
+        assert ts.items.shape == (10, 8, 16)
+        same = (ts.items == ts.query[:, None]).all(-1)                                # (n, N)
+        assert torch.equal(same, torch.nn.functional.one_hot(torch.full((10,), s), 8).bool())
