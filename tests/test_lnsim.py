@@ -335,7 +335,7 @@ def test_last_row_increments():
 
 
 def test_simulate_refuses_impossible_sizes_by_name():
-    with pytest.raises(ValueError, match="need sims >= 1, n >= 2, d >= 2, depth >= 1"):
+    with pytest.raises(ValueError, match="need sims >= 1, n >= 3, d >= 2, depth >= 1"):
         lnsim.simulate(n=1, sims=10)
 
 
@@ -361,3 +361,125 @@ def test_simulate_accumulates_over_memory_chunks():
     assert np.allclose(small.score_mean, big.score_mean, rtol=0, atol=1e-12, equal_nan=True)
 
 
+
+
+# ----------------------------------------------------------------------------- triage of surviving mutants
+
+
+def test_rp_refuses_two_tokens_with_its_whole_message():
+    """Two tokens have no triple j < k < i: refused with exactly the sentence that names the fix."""
+    with pytest.raises(ValueError, match=r"^RP needs at least 3 tokens$"):
+        lnsim.recency_probability(torch.zeros(2, 2, dtype=torch.float64))
+
+
+def test_plain_lists_are_read_in_float64():
+    """Scores as plain lists (what SimResult.to_dict writes) are compared in float64: key 1 above key 0 by 1e-9
+    (below float32's resolution at 1) is recency, RP = 1 of the one triple and slope 1e-9 (by hand: row 2's
+    centred positions -1/2, 1/2 over their sum of squares 1/2)."""
+    s = [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 1.0 + 1e-9, 0.0]]
+    assert float(lnsim.recency_probability(s)) == 1.0
+    assert float(lnsim.row_slope(s)) == pytest.approx(1e-9, rel=1e-6)
+
+
+def test_simulate_refuses_each_impossible_size_with_the_whole_rule():
+    """Zero simulations, two tokens (the recency probability needs three), width one or zero layers: each refused
+    with exactly the rule, before any simulation runs."""
+    rule = r"^need sims >= 1, n >= 3, d >= 2, depth >= 1$"
+    for bad in (dict(sims=0), dict(n=2), dict(d=1), dict(depth=0)):
+        with pytest.raises(ValueError, match=rule):
+            lnsim.simulate(**{**dict(n=3, d=4, depth=1, sims=2), **bad})
+
+
+def test_width_two_layer_one_scores_are_plus_or_minus_sqrt_two():
+    """At d = 2 LayerNorm maps every input to (1, -1) or (-1, 1) (by hand), so a layer-1 score is +-2/sqrt(2).
+    With two simulations an entry is either the same in both (mean +-sqrt 2, variance 0) or differs (mean 0,
+    unbiased variance (2 sqrt 2)^2 / 2 = 4; the 1/sims variance would give 2)."""
+    r = lnsim.simulate(n=5, d=2, alpha=0.0, depth=1, sims=2, seed=0)
+    low = np.tril(np.ones((5, 5), dtype=bool), -1)
+    mean, var = r.score_mean[0][low], r.score_var[0][low]
+    np.testing.assert_allclose(np.diagonal(r.score_mean[0]), math.sqrt(2), rtol=1e-9)
+    same = np.isclose(np.abs(mean), math.sqrt(2), rtol=1e-9) & np.isclose(var, 0.0, atol=1e-9)
+    differ = np.isclose(mean, 0.0, atol=1e-9) & np.isclose(var, 4.0, rtol=1e-9)
+    assert (same | differ).all() and differ.any() and same.any()
+
+
+def _direct_scores(seeds_and_sizes: list[tuple[int, int]], n: int, d: int, alpha: float, depth: int) -> torch.Tensor:
+    """Layer scores ``(sims, T, n, n)`` of inputs drawn block by block from generators with the given seeds."""
+    x = torch.cat([lnsim.sample_inputs(m, n, d, alpha, torch.Generator().manual_seed(s)) for s, m in seeds_and_sizes])
+    return lnsim.stack_forward(x, depth)[0]
+
+
+def test_simulate_seeds_block_b_of_seed_s_with_s_times_1000003_plus_b():
+    """Block 1 of seed 1 (simulations 1000-1199) comes from seed 1,000,004, and the default seed is 0."""
+    r = lnsim.simulate(n=4, d=6, alpha=0.2, depth=1, sims=1200, seed=1)
+    sc = _direct_scores([(1_000_003, 1000), (1_000_004, 200)], 4, 6, 0.2, 1)
+    np.testing.assert_allclose(r.score_mean, sc.mean(0).numpy(), rtol=1e-12, atol=1e-14, equal_nan=True)
+    default = lnsim.simulate(n=4, d=6, alpha=0.2, depth=1, sims=30)
+    sc0 = _direct_scores([(0, 30)], 4, 6, 0.2, 1)
+    np.testing.assert_allclose(default.score_mean, sc0.mean(0).numpy(), rtol=1e-12, atol=1e-14, equal_nan=True)
+
+
+def test_simulate_runs_kims_100000_simulations_by_default():
+    """Kim et al.'s 100,000 simulations when sims is not given (tiny n, d, depth keep it fast); every summary
+    is a float64 array, as SimResult documents."""
+    r = lnsim.simulate(n=3, d=4, depth=1)
+    assert r.sims == 100_000
+    for name in ("score_mean", "score_var", "attn_mean", "rp_per_sim", "slope_mean", "slope_var", "first_mass"):
+        assert getattr(r, name).dtype == np.float64, name
+
+
+def test_simulate_chunks_hold_as_many_blocks_as_max_bytes_allows(monkeypatch):
+    """n = 3, d = 4, one layer: 8 bytes x (4 n d + 4 T n^2) = 8 x (48 + 36) = 672 bytes a simulation, 672,000 a
+    block of 1000 (by hand). max_bytes 1,344,000 holds two blocks a chunk, one byte less only one, and a budget
+    no block fits still runs one block a chunk (never more)."""
+    calls: list[int] = []
+    forward = lnsim.stack_forward
+
+    def spy(x: torch.Tensor, depth: int, **kw) -> tuple[torch.Tensor, torch.Tensor]:
+        calls.append(x.shape[0])
+        return forward(x, depth, **kw)
+
+    monkeypatch.setattr(lnsim, "stack_forward", spy)
+    for max_bytes, chunks in ((1_344_000, [2000, 1000]), (1_343_999, [1000] * 3), (1, [1000] * 3)):
+        calls.clear()
+        lnsim.simulate(n=3, d=4, depth=1, sims=3000, max_bytes=max_bytes)
+        assert calls == chunks, max_bytes
+
+
+def test_decay_bias_enters_the_float64_scores_exactly():
+    """Decay 0.3 lowers a float64 score by 0.3 (i - j) to round-off (a float32 bias would be 1e-8 off)."""
+    x = lnsim.sample_inputs(2, 5, 8, 0.5, _gen(4))
+    plain, _ = lnsim.stack_forward(x, 1)
+    dec, _ = lnsim.stack_forward(x, 1, decay=0.3)
+    i, j = torch.tril_indices(5, 5)
+    diff = dec[:, 0, i, j] - plain[:, 0, i, j]
+    assert torch.allclose(diff, -0.3 * (i - j).to(torch.float64).expand(2, -1), rtol=0, atol=1e-14)
+
+
+def test_float32_inputs_run_in_float32_with_decay_and_rope():
+    """A float32 stack with decay and RoPE keeps float32 and agrees with the float64 stack to float32 precision."""
+    x = lnsim.sample_inputs(2, 5, 8, 0.5, _gen(7))
+    s64, a64 = lnsim.stack_forward(x, 2, decay=0.3, rope_base=100.0)
+    s32, a32 = lnsim.stack_forward(x.float(), 2, decay=0.3, rope_base=100.0)
+    assert s32.dtype == a32.dtype == torch.float32
+    np.testing.assert_allclose(s32.double().numpy(), s64.numpy(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    np.testing.assert_allclose(a32.double().numpy(), a64.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_sim_result_survives_a_json_round_trip():
+    """to_dict writes JSON-ready lists; from_dict reads them back: float64 arrays, sims an int, same values.
+    Integer entries (as a hand-written record may hold) are read as float64 too."""
+    import json
+
+    r = lnsim.simulate(n=3, d=4, depth=1, sims=7, seed=0)
+    back = lnsim.SimResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert type(back.sims) is int and back.sims == 7
+    for name in ("score_mean", "score_var", "attn_mean", "rp_per_sim", "slope_mean", "slope_var", "first_mass"):
+        got = getattr(back, name)
+        assert got.dtype == np.float64, name
+        np.testing.assert_array_equal(got, getattr(r, name), err_msg=name)
+    ints = {k: [[[1, 0], [0, 1]]] if k in ("score_mean", "score_var", "attn_mean") else [0] for k in
+            ("score_mean", "score_var", "attn_mean", "rp_per_sim", "slope_mean", "slope_var")}
+    legacy = lnsim.SimResult.from_dict({**ints, "sims": 4})
+    assert legacy.score_mean.dtype == legacy.rp_per_sim.dtype == np.float64
+    assert legacy.score_se.tolist() == [[[0.5, 0.0], [0.0, 0.5]]]  # sqrt(1 / 4) by hand

@@ -339,3 +339,132 @@ def test_noln_mean_field_defaults_to_isotropic_inputs():
     assert got[1, 1, 0].item() == pytest.approx(1 / (1 + e) / 2, rel=1e-12)
     assert got[1, 1, 1].item() == pytest.approx((1 + e * e) / (1 + e) ** 2 / 2, rel=1e-12)
     assert got[1, 0, 0].item() == 0.5 and math.isnan(got[1, 0, 1].item())
+
+
+# ----------------------------------------------------------------------------- triage of surviving mutants
+
+
+def _layer2_by_hand(n: int, d: int, diag: float, off: float, r: float, sigma: float = 0.0) -> np.ndarray:
+    """Layer-2 LN scores in numpy, straight from the stated recipe: log-weights ``diag``/``off`` (causal),
+    ``W = softmax + sigma I``, ``G = r + (1 - r) I``, ``C = W G W^T``, score ``sqrt(d) C_ij / sqrt(C_ii C_jj)``."""
+    lw = np.where(np.tril(np.ones((n, n))) > 0, off, -np.inf)
+    np.fill_diagonal(lw, diag)
+    w = np.exp(lw) / np.exp(lw).sum(1, keepdims=True) + sigma * np.eye(n)
+    c = w @ (r + (1 - r) * np.eye(n)) @ w.T
+    return math.sqrt(d) * c / np.sqrt(np.outer(np.diag(c), np.diag(c)))
+
+
+def _pooled_slope_by_hand(s: np.ndarray) -> float:
+    """Least-squares slope of score against key position, rows i >= 2 (0-based) centred and pooled."""
+    num = den = 0.0
+    for i in range(2, s.shape[-1]):
+        x = np.arange(i) - (i - 1) / 2
+        num, den = num + float(x @ s[i, :i]), den + float(x @ x)
+    return num / den
+
+
+def test_alpha0_slope_factor_by_hand():
+    """1 - 1/sqrt(d) - 2/d: 1 - 1/4 - 2/16 = 0.625 at d = 16, and 1 - 1/2 - 1/2 = 0 at d = 4."""
+    from posbias.science import lntheory
+
+    assert lntheory.alpha0_slope_factor(16) == 0.625
+    assert lntheory.alpha0_slope_factor(4) == 0.0
+
+
+def test_layer1_log_weights_by_hand():
+    """Default (LayerNorm, finite d) at d = 16, alpha = 0.5: diagonal 4, off-diagonal m + v/2 with
+    m = 4 x 0.5 x (1 - 0.75/32) = 1.953125 and v = 0.75^2 = 0.5625, so 2.234375; the paper's alpha sqrt(d) = 2.
+    Without LayerNorm at alpha = 0.8, d = 4: l^2 = 4, diagonal (1 + 4)/2 = 2.5, off-diagonal 4/2 = 2 (by hand)."""
+    from posbias.science import lntheory
+
+    inf = float("-inf")
+    assert lntheory.layer1_log_weights(2, 16, 0.5).tolist() == [[4.0, inf], [2.234375, 4.0]]
+    assert lntheory.layer1_log_weights(2, 16, 0.5, finite_d=False).tolist() == [[4.0, inf], [2.0, 4.0]]
+    noln = lntheory.layer1_log_weights(2, 4, 0.8, layernorm=False)
+    np.testing.assert_allclose(noln.numpy(), [[2.5, -np.inf], [2.0, 2.5]], rtol=1e-12)
+
+
+def test_layer2_scores_by_hand_with_the_default_arguments():
+    """layer2_scores(4, 4) is alpha = 0: log-weights 2 and 0 + 1/2, G = I. At d = 16, alpha = 0.5 the default
+    finite-d Gram uses E r = 0.5 (1 - 0.75/32) = 0.48828125, not alpha, with off-diagonal log-weight 2.234375."""
+    from posbias.science import lntheory
+
+    low = np.tril(np.ones((4, 4), dtype=bool))
+    got = lntheory.layer2_scores(4, 4).numpy()
+    np.testing.assert_allclose(got[low], _layer2_by_hand(4, 4, 2.0, 0.5, 0.0)[low], rtol=1e-12)
+    assert np.isnan(got[~low]).all()
+    got = lntheory.layer2_scores(4, 16, 0.5).numpy()
+    np.testing.assert_allclose(got[low], _layer2_by_hand(4, 16, 4.0, 2.234375, 0.48828125)[low], rtol=1e-12)
+
+
+def test_compare_increments_by_hand_at_four_tokens():
+    """n = 4, d = 16, alpha = 0.5, tol = 0.5, Monte Carlo means 0 and the SE of score (i, j) 0.001 (1 + 10 i + j):
+    increment SEs 0.022 + 0.021 and 0.033 + 0.031 (entries (i, i-1) and (i, 0)); predictions from the numpy
+    recipe; excess max(|pred| - 0.5 |pred| - 3 SE) (the slope, with an SE of 1e4, never decides)."""
+    from posbias.science import lntheory
+
+    n, sims = 4, 100
+    se0 = 0.001 * (1 + 10 * np.arange(n)[:, None] + np.arange(n)[None, :])
+    res = _sim_stand_in(np.zeros((2, n, n)), np.broadcast_to(se0**2 * sims, (2, n, n)).copy(), sims,
+                        slope_var=1e8 * sims)
+    got = lntheory.compare_increments(res, 16, 0.5, tol=0.5)
+    s = _layer2_by_hand(n, 16, 4.0, 2.234375, 0.48828125)
+    pred = np.array([s[2, 1] - s[2, 0], s[3, 2] - s[3, 0]])
+    np.testing.assert_allclose(got["pred"], pred, rtol=1e-12)
+    np.testing.assert_allclose(got["se"], [0.043, 0.064], rtol=1e-12)
+    assert got["excess"] == pytest.approx(float((0.5 * np.abs(pred) - 3 * np.array([0.043, 0.064])).max()), rel=1e-12)
+
+
+def test_compare_increments_paper_slope_keeps_alpha_and_the_residual():
+    """The paper's (finite_d=False) pooled slope with the residual, by hand in numpy at n = 4, d = 16,
+    alpha = 0.5: log-weights 4 and 2, W = softmax + I/sqrt(8), G = 0.5 + 0.5 I."""
+    from posbias.science import lntheory
+
+    s = _layer2_by_hand(4, 16, 4.0, 2.0, 0.5, sigma=1 / math.sqrt(8))
+    res = _sim_stand_in(np.zeros((2, 4, 4)), np.zeros((2, 4, 4)), 100)
+    got = lntheory.compare_increments(res, 16, 0.5, residual=True)
+    assert got["slope_paper"] == pytest.approx(_pooled_slope_by_hand(s), rel=1e-12)
+
+
+def test_layer1_moments_check_allowance_where_30_over_d_squared_dominates():
+    """alpha = 0, d = 4: 30/d^2 = 1.875 beats 10/d^3 = 0.156, v = 1; moments equal to the predictions leave a
+    variance excess of exactly -(1.875 + 4.5 sqrt(2/400)) (by hand)."""
+    from posbias.science import lntheory
+
+    m, v2 = lntheory.layer1_offdiag_moments(4, 0.0)[0], lntheory.layer1_var_second_order(4, 0.0)
+    res = _fake_result(np.full((1, 5, 5), m), np.full((1, 5, 5), v2), 400)
+    got = lntheory.layer1_moments_check(res, 4, 0.0)
+    assert got["var_excess"] == pytest.approx(-(1.875 + 4.5 * math.sqrt(2 / 400)), rel=1e-12)
+
+
+def test_mean_field_excess_defaults_by_hand():
+    """Monte Carlo 1.5 x the mean field at n = 4, d = 8, two layers, alpha = 0, SE 0.01 everywhere. The largest
+    |mean field| is token 1's 1/sqrt(8) (C^1 = I; a row of W sums to 1, so later diagonals are smaller), so with
+    the defaults rel_tol = 1/d and 4.5 SE the excess is (0.5 - 1/8)/sqrt(8) - 0.045, and the layer-2 relative
+    error is 0.5."""
+    from posbias.science import lntheory
+
+    mf = lntheory.noln_mean_field(4, 8, 0.0, 2).numpy()
+    res = _fake_result(1.5 * mf, np.full_like(mf, 0.01**2 * 100), 100)
+    excess, rel2 = lntheory.mean_field_excess(res, 8)
+    assert excess == pytest.approx(0.375 / math.sqrt(8) - 0.045, rel=1e-12)
+    assert rel2 == pytest.approx(0.5, rel=1e-12)
+
+
+def test_noln_mean_field_runs_kims_four_layers_by_default():
+    """Four layers unless told; token 1 sees only itself, so its score stays 1/sqrt(4) = 0.5 in every layer."""
+    from posbias.science import lntheory
+
+    got = lntheory.noln_mean_field(2, 4)
+    assert got.shape == (4, 2, 2)
+    assert got[:, 0, 0].tolist() == [0.5] * 4
+
+
+def test_rope_layer1_scores_default_to_base_10000():
+    """n = 2, d = 4: theta = (1, 10000^(-1/2) = 0.01), so s[1, 0] = 0.5 x 2 x (cos 1 + cos 0.01)/2 at alpha = 0.5,
+    and the diagonal is sqrt(4) = 2 (by hand)."""
+    from posbias.science import lntheory
+
+    got = lntheory.rope_layer1_scores(2, 4, 0.5)
+    assert got[1, 0].item() == pytest.approx(0.5 * (math.cos(1.0) + math.cos(0.01)), rel=1e-13)
+    assert got[0, 0].item() == got[1, 1].item() == 2.0 and math.isnan(got[0, 1].item())

@@ -213,8 +213,8 @@ def simulate(
     seeded with ``(seed, b)``, so the result does not depend on ``max_bytes``; a chunk holds as many
     blocks as keep its largest tensors under ``max_bytes``, so memory is bounded for any ``sims``.
     """
-    if sims < 1 or n < 2 or d < 2 or depth < 1:
-        raise ValueError("need sims >= 1, n >= 2, d >= 2, depth >= 1")
+    if sims < 1 or n < 3 or d < 2 or depth < 1:       # n >= 3: the recency probability compares two keys
+        raise ValueError("need sims >= 1, n >= 3, d >= 2, depth >= 1")
     per_sim = 8 * (4 * n * d + 4 * depth * n * n)  # inputs, h, q/k, output + scores/attn buffers
     blocks_per_chunk = max(1, max_bytes // (per_sim * _BLOCK))
     n_blocks = math.ceil(sims / _BLOCK)
