@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from posbias.science.attention import iter_random_attention, masked_softmax, random_attention_stack
 from posbias.science.masks import make_mask, reachability
-from posbias.science.rollout import first_position_mass, layers_to_reach, rollout, row_powers, stream_rollout
+from posbias.science.rollout import (causal_bound_ratios, first_position_mass, layers_to_reach, rollout, row_powers,
+                                     stream_rollout)
 
 MASK = st.sampled_from(["full", "causal", "window", "prefix"])
 
@@ -325,3 +326,100 @@ def test_causal_bound_ratios_of_one_row_by_hand():
     assert r["generic"] == pytest.approx(0.8 / (1 - eps), rel=1e-12)
     assert r["last"] == pytest.approx(0.8 / (1 - eps), rel=1e-12)
     assert r["sharp"] == pytest.approx(1.0, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- triage of the surviving mutants
+def _repeat_layer(a: torch.Tensor, depth: int) -> torch.Tensor:
+    """One causal layer ``a`` ``(n, n)`` repeated ``depth`` times, as a stack ``(1, depth, n, n)``."""
+    return a.expand(1, depth, *a.shape).clone()
+
+
+def test_causal_bound_ratios_of_two_tokens_by_hand():
+    """n = 2, one layer, row 1 = (0.4, 0.6): generic = last = 0.6 / (1 - e^{-2B}/2), and sharp = 0.6 / (1 - 0.4) = 1
+    (by hand). Sees the residual mass dropped for n = 2."""
+    from posbias.science.rollout import causal_bound_ratios
+    attn = torch.tensor([[[[1.0, 0.0], [0.4, 0.6]]]], dtype=torch.float64)
+    r = causal_bound_ratios(attn, rollout(attn), 0.5)
+    eps = math.exp(-1.0) / 2
+    assert r["generic"] == pytest.approx(0.6 / (1 - eps), rel=1e-12) and r["last"] == pytest.approx(0.6 / (1 - eps))
+    assert r["sharp"] == pytest.approx(1.0, rel=1e-12)
+
+
+def test_causal_bound_ratios_sharp_bound_is_a_power_of_the_depth():
+    """The last row of a two-layer stack, n = 3, smallest weight 0.01: P(0) row 2 = (0.98, 0.01, 0.01) and P(1)
+    row 2 = 0.01 e_0 + 0.98 (0.5, 0.5, 0) + 0.01 P(0) = (0.5098, 0.4901, 0.0001) (by hand), so the sharp ratio peaks
+    at the second layer: 0.4902 / 0.99^2; generic the same over (1 - e^{-1}/3)^2."""
+    from posbias.science.rollout import causal_bound_ratios
+    l0 = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.98, 0.01, 0.01]], dtype=torch.float64)
+    l1 = torch.tensor([[1.0, 0, 0], [0.5, 0.5, 0], [0.01, 0.98, 0.01]], dtype=torch.float64)
+    attn = torch.stack([l0, l1])[None]
+    r = causal_bound_ratios(attn, rollout(attn)[..., 2:, :], 0.5)
+    assert r["sharp"] == pytest.approx(0.4902 / 0.99 ** 2, rel=1e-12)
+    assert r["generic"] == pytest.approx(0.4902 / (1 - math.exp(-1.0) / 3) ** 2, rel=1e-12)
+
+
+def test_causal_bound_ratios_where_the_sharp_bound_underflows():
+    """n = 2, the layer row 1 = (0.6, 0.4) repeated 1500 times: the sharp bound 0.6^t is 0 in float64 past t = 1460
+    while the mass 0.4^t is 0 long before: sharp = 0.4 / 0.6 (the first layer, by hand), and 0 where both are 0.
+    Mass 0.5 left at the last layer, where the bound is 0, is infinitely over it; mass of exactly 1e-15 there is
+    not counted as mass remaining (the rule is "above 1e-15")."""
+    from posbias.science.rollout import causal_bound_ratios
+    attn = _repeat_layer(torch.tensor([[1.0, 0.0], [0.6, 0.4]], dtype=torch.float64), 1500)
+    p = rollout(attn)
+    assert 0.6 ** 1499 == 0.0
+    assert causal_bound_ratios(attn, p, 0.5)["sharp"] == pytest.approx(2 / 3, rel=1e-12)
+    left = p.clone()
+    left[0, -1, 1] = torch.tensor([0.5, 0.5], dtype=torch.float64)
+    assert causal_bound_ratios(attn, left, 0.5)["sharp"] == math.inf
+    left[0, -1, 1] = torch.tensor([1 - 1e-15, 1e-15], dtype=torch.float64)
+    assert causal_bound_ratios(attn, left, 0.5)["sharp"] == pytest.approx(2 / 3, rel=1e-12)
+
+
+def test_layers_to_reach_counts_a_mass_equal_to_the_level_along_the_last_axis():
+    """(2, 2, 3) masses, level 0.5, by hand: a mass of exactly 0.5 has reached it (layer 2 of the first row, layer 3
+    of the last); the layers are the last axis, whatever the leading ones."""
+    mass = torch.tensor([[[0.1, 0.5, 0.9], [0.6, 0.7, 0.8]], [[0.0, 0.2, 0.4], [0.2, 0.3, 0.5]]], dtype=torch.float64)
+    assert layers_to_reach(mass, 0.5).tolist() == [[2, 1], [-1, 3]]
+
+
+def test_prefix_rollout_share_floor_allows_1e12_of_round_off_and_no_more():
+    """n = 2, prefix k = 1, A(0) all 0.5 (floor 0.5), then A(1) = c I: the share at the second layer is c / 2. With
+    c = 2 (0.5 - 1e-12) (exact in float64) the share is the floor less the 1e-12 allowed: ok; with c = 1/4 it is
+    0.125, far below: not ok (by hand)."""
+    from posbias.science.rollout import prefix_rollout
+    a0 = torch.full((1, 2, 2), 0.5, dtype=torch.float64)
+    for c, ok in ((2 * (0.5 - 1e-12), True), (0.25, False)):
+        a1 = c * torch.eye(2, dtype=torch.float64)[None]
+        r = prefix_rollout(iter([a0, a1]), 1, 1.0)
+        assert r["share_floor_ok"] is ok and r["share_min"] == pytest.approx(c / 2, rel=1e-15)
+
+
+def test_residual_rollout_keeps_the_dtype_and_device_of_its_input(monkeypatch):
+    """bfloat16 in, bfloat16 out (the identity added in the input's dtype), and the identity is made on the input's
+    device (seen by a spy: a second device, CUDA, is not here, and the meta device's first torch.eye costs 2 s)."""
+    made, eye = [], torch.eye
+
+    def spy(*args, **kwargs):
+        made.append(kwargs.get("device"))
+        return eye(*args, **kwargs)
+
+    a = masked_softmax(torch.zeros(2, 3, 3, dtype=torch.float64), make_mask("causal", 3)).to(torch.bfloat16)
+    monkeypatch.setattr(torch, "eye", spy)
+    p = rollout(a, residual=True)
+    assert p.dtype == torch.bfloat16 and made == [a.device]
+    assert torch.allclose(torch.diagonal(p[0]).double(), 0.5 + 0.5 / torch.arange(1, 4, dtype=torch.float64), atol=1e-2)
+
+
+def test_refusals_name_the_rule_word_for_word():
+    """An empty stream of layers and an empty depth list are refused with their messages."""
+    with pytest.raises(ValueError, match=r"^no layers given$"):
+        stream_rollout(iter([]))
+    with pytest.raises(ValueError, match=r"^depths must be a non-empty list of integers >= 1$"):
+        row_powers(torch.eye(2, dtype=torch.float64), 1, [])
+
+
+def test_causal_bound_ratios_of_one_token_are_zero():
+    """One token: every row is all on position 1, so no mass lies away from it and every ratio is 0 (by hand);
+    the sharp bound has no ``j >= 2`` to take a maximum over."""
+    attn = torch.ones(2, 3, 1, 1, dtype=torch.float64)
+    assert causal_bound_ratios(attn, rollout(attn), 1.0) == {"generic": 0.0, "last": 0.0, "sharp": 0.0}

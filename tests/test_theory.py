@@ -449,3 +449,190 @@ def test_half_weight_rows_rotates_each_key_once_in_chunks(monkeypatch):
     hw = theory.half_weight_rows(-math.log(0.8), 0.1, 2.0, 4, 100.0)
     assert hw["n_far"] == 19
     assert rotated == [[18], [0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15], [16, 17, 18]]
+
+
+# --------------------------------------------------------------------------- triage of the surviving mutants
+def _blocks_seen(monkeypatch: pytest.MonkeyPatch, logv: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """Run ``_log_convolve`` on ``logv`` with a slowly decaying ``w``; return its block count (the rows
+    of the tensor its last logsumexp sums) and its result."""
+    seen: list[int] = []
+    real = torch.logsumexp
+
+    def spy(t: torch.Tensor, dim: int) -> torch.Tensor:
+        seen.append(t.shape[0])
+        return real(t, dim)
+
+    n = logv.shape[0]
+    w = torch.exp(-0.5 * torch.arange(n, dtype=torch.float64) / n)
+    monkeypatch.setattr(torch, "logsumexp", spy)
+    got = theory._log_convolve(logv, w)
+    monkeypatch.setattr(torch, "logsumexp", real)
+    k = torch.arange(n)
+    lag = k[:, None] - k[None, :]
+    pairs = torch.where(lag >= 0, logv[None, :] + torch.log(w)[lag.clamp(min=0)], -math.inf)
+    assert torch.allclose(got, torch.logsumexp(pairs, dim=1), rtol=1e-13, atol=0)
+    assert len(seen) == 1
+    return seen[0], got
+
+
+@pytest.mark.parametrize("logv,blocks", [
+    ([0.0, -100.0, -200.5], 3),                            # levels 0, -1, -2 (a spread of 201 would make 2)
+    ([50.0, -50.0, -149.0, -151.0, -300.0, -400.0], 4),    # levels taken below the maximum 50: 0, -1, -1, -2, -2, -3
+    ([0.0] * 66, 2),                                       # one level: cut at 0 and 64 only
+    ([0.0] * 10 + [-250.0] * 50, 2),                       # a level cut at 10, then 50 entries: under width
+])
+def test_log_convolve_cuts_blocks_at_the_levels_and_widths_by_hand(monkeypatch, logv, blocks):
+    """Block counts by hand from the docstring's rule (a new block where log v - max log v crosses a multiple of
+    200, and after 64 entries of one block), with the values against a plain logsumexp over every pair."""
+    assert _blocks_seen(monkeypatch, torch.tensor(logv, dtype=torch.float64))[0] == blocks
+
+
+def test_refusals_name_the_rule_word_for_word():
+    """Depth 0, a rate m = 0, an empty depth list and a beta that cannot halve are refused with their messages."""
+    with pytest.raises(ValueError, match=r"^depth must be >= 1, got 0$"):
+        theory.log_path_count(3, 0)
+    with pytest.raises(ValueError, match=r"^with m <= 0 the profile grows without bound: no critical distance$"):
+        theory.decay_critical_distance(4, 0.0)
+    with pytest.raises(ValueError, match=r"^depths must be a non-empty list of integers >= 1$"):
+        theory.rope_rollout_row_log(8, [0], 0.3, 1.0)
+    with pytest.raises(ValueError, match=r"^beta = 0.3 is at most ln 2 / 2 = 0.3466: the slowest pair's weight never "
+                                         r"halves \(it stays above e\^\(-2 beta\) > 1/2\); raise beta above 0.3466$"):
+        theory.half_weight_rows(1.0, 0.1, 0.3, 4, 100.0)
+
+
+def test_decay_band_default_logit_bound_is_zero():
+    """By hand, B = 0 (the default): L = 3, m = 0.5, j = 1 gives the band [0, -3 log(1 - e^-1)]."""
+    lo, hi = theory.decay_band(3, 0.5, 1)
+    assert float(lo) == 0.0 and float(hi) == pytest.approx(-3 * math.log(1 - math.exp(-1.0)), rel=1e-14)
+
+
+def test_decay_critical_distance_takes_the_smaller_of_a_tie():
+    """L = 5, m = ln 2: g(k) = C(k+4, 4) 2^-k is 1, 5/2, 15/4, 35/8, 35/8, 63/16 for k = 0..5 (by hand): a tie at
+    3 and 4, and the smaller, 3, is returned."""
+    assert theory.decay_critical_distance(5, math.log(2)) == 3
+
+
+def test_decay_peaks_admissible_needs_the_finite_row_width():
+    """L = 1, m = 1, n = 20: the peak is k = 0 on the profile's maximum, and the band's width there is
+    -log(1 - e^-20) = 2.06e-9 (by hand), more than the 1e-9 tolerance: admissible, and the band admits k = 0 only."""
+    rows, skipped = theory.decay_peaks(20, [1.0], [1])
+    assert skipped == [] and len(rows) == 1
+    r = rows[0]
+    assert (r["k_hat"], r["k_exact"], r["k_lo"], r["k_hi"]) == (0, 0, 0, 0) and r["admissible"]
+
+
+def test_decay_peaks_skip_rule_at_another_rate_and_on_its_edge():
+    """m = 0.5, L = 1: k* = 0 and the edge 10 e^-0.25 / (1 - e^-0.5) + 10 / 0.5 = 39.79 (by hand): n = 40 keeps the
+    point, n = 39 skips it. At m = 0.49744090471551505 the edge is 40.0 exactly: a row of 40 skips it (it reaches
+    the first token). A skipped depth listed first does not end the grid: L = 64 at m = 1 is skipped, L = 3 kept."""
+    g = math.exp(-0.5)
+    assert 39.7 < 10 * math.sqrt(g) / (1 - g) + 20 < 39.8
+    assert len(theory.decay_peaks(40, [0.5], [1])[0]) == 1
+    assert theory.decay_peaks(39, [0.5], [1]) == ([], [(0.5, 1)])
+    m = 0.49744090471551505
+    assert 10 * math.sqrt(math.exp(-m)) / (1 - math.exp(-m)) + 10 / m == 40.0
+    assert theory.decay_peaks(40, [m], [1]) == ([], [(m, 1)])
+    rows, skipped = theory.decay_peaks(40, [1.0], [64, 3])
+    assert [r["L"] for r in rows] == [3] and skipped == [(1.0, 64)]
+
+
+def test_decay_peaks_band_includes_a_distance_exactly_at_the_tolerance():
+    """L = 2, n = 213, m = 0.11778303672165934 (near the tie of k = 7 and 8): log g(8) + width(8) equals
+    max log g - 1e-9 (to 1e-14 written out here, to the last bit in the library's float64): k = 8 is admitted."""
+    m, n = 0.11778303672165934, 213
+    logg = [math.log(k + 1) - m * k for k in range(n)]                  # log C(k+1, k) e^{-mk}
+    width8 = -2 * math.log(-math.expm1(-m * (n - 8)))
+    assert max(logg) == logg[7] and abs(logg[8] + width8 - (logg[7] - 1e-9)) < 1e-14
+    rows, _ = theory.decay_peaks(n, [m], [2])
+    assert (rows[0]["k_lo"], rows[0]["k_hi"]) == (7, 8)
+
+
+def test_half_weight_rows_defaults_and_reach_by_hand():
+    """d = 4 at the default base 10,000: pair angles 1 and 0.01, scores (beta/2)(cos k + cos 0.01 k) (numpy). m = 0.01:
+    the decay row halves at ceil(ln 2 / 0.01) = 70, so the rows run to n_far = 72 (the rope pair needs 19)."""
+    import numpy as np
+
+    m, theta, beta = 0.01, 0.1, 2.0
+    hw = theory.half_weight_rows(m, theta, beta, 4)
+    assert hw["n_far"] == 72 and hw["half_decay"] == 70
+    k = np.arange(72)
+    s = beta / 2 * (np.cos(k) + np.cos(0.01 * k))
+    np.testing.assert_allclose(hw["w_all"].numpy(), np.exp(s - s[0]), rtol=1e-13, atol=0)
+    assert all(hw[x].dtype == torch.float64 for x in ("w_decay", "w_rope", "w_all"))
+    np.testing.assert_allclose(hw["w_decay"].numpy(), np.exp(-m * k), rtol=1e-15, atol=0)
+
+
+def test_half_weight_rows_is_float64_whatever_the_default_dtype():
+    """torch's default dtype set to bfloat16 changes nothing: n_far = 258 (theta_slow = 0.01, beta = 0.9686: the
+    slowest pair halves at 128.4), so the query's position 257 (not a bfloat16) must be kept in float64. Against
+    numpy, pair angles 1 and 0.01 (d = 4, base 10,000)."""
+    import numpy as np
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        hw = theory.half_weight_rows(0.5, 0.01, 0.9686, 4)
+    finally:
+        torch.set_default_dtype(old)
+    assert hw["n_far"] == 258 and all(hw[x].dtype == torch.float64 for x in ("w_decay", "w_rope", "w_all"))
+    k = np.arange(258)
+    s = 0.9686 / 2 * (np.cos(k) + np.cos(0.01 * k))
+    np.testing.assert_allclose(hw["w_all"].numpy(), np.exp(s - s[0]), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(hw["w_decay"].numpy(), np.exp(-0.5 * k), rtol=1e-15, atol=0)
+    np.testing.assert_allclose(hw["w_rope"].numpy(), np.exp(0.9686 * (np.cos(0.01 * k) - 1)), rtol=1e-13, atol=0)
+
+
+def test_half_weight_rows_a_weight_of_exactly_one_half_has_halved():
+    """The half distances are the first k with weight <= 1/2, found where a weight is 1/2 to the last bit: the decay
+    row at m = ln 2, k = 1; the slowest pair (theta 0.1) at beta = 0.8350840266515347, k = 14; and all pairs (base 100,
+    d = 4) at beta = 0.3550205764855563, whose row has its minimum, exactly 1/2, at k = 28 and nowhere below it."""
+    hw = theory.half_weight_rows(math.log(2), 0.1, 2.0, 4, 100.0)
+    assert float(hw["w_decay"][1]) == 0.5 and hw["half_decay"] == 1
+    hw = theory.half_weight_rows(-math.log(0.8), 0.1, 0.8350840266515347, 4, 100.0)
+    assert float(hw["w_rope"][14]) == 0.5 < float(hw["w_rope"][13]) and hw["half_rope"] == 14
+    hw = theory.half_weight_rows(-math.log(0.8), 0.1, 0.3550205764855563, 4, 100.0)
+    assert float(hw["w_all"].min()) == float(hw["w_all"][28]) == 0.5 and hw["half_all"] == 28
+
+
+def test_peak_directions_touching_intervals_do_not_force_a_move():
+    """hi of the shallowest depth equal to lo of the deepest (4 = 4): the peak may stay at 4's neighbour: not forced."""
+    pk = {(0.1, 2): 3, (0.1, 4): 3}
+    d = theory.peak_directions(pk, {(0.1, 2): 3, (0.1, 4): 4}, {(0.1, 2): 4, (0.1, 4): 6})
+    assert d["forced"] == 0 and d["moves where forced"]
+
+
+def test_rope_critical_distance_stirling_finds_a_root_below_one():
+    """L = 2, theta = 0.5, c = 100: F(1) = log 2 - 50 sin 0.5 < 0, so the root lies below k = 1; against a bisection
+    of F = log((k+1)/k) - 50 sin(k/2) written out here."""
+    def f(k: float) -> float:
+        return math.log((k + 1) / k) - 50 * math.sin(k / 2)
+
+    lo, hi = 1e-9, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+    got = theory.rope_critical_distance_stirling(2, 0.5, 100.0)
+    assert got < 1 and got == pytest.approx(lo, abs=1e-9)
+
+
+def test_rope_profile_bounds_and_profile_by_hand_away_from_zero():
+    """k = 2, L = 2, theta = 0.2, beta = 1.3: bounds log 3 + 1.3 (1 + cos 0.4) and log 3 + 2.6 cos 0.2; the paper's
+    profile at integer k (an int64 tensor) is log C(k+L-1, k) + c cos(k theta) in float64 (math, term by term)."""
+    lo, hi = theory.rope_profile_bounds_log(torch.tensor([2]), 2, 0.2, 1.3)
+    assert float(lo[0]) == pytest.approx(math.log(3) + 1.3 * (1 + math.cos(0.4)), rel=1e-14)
+    assert float(hi[0]) == pytest.approx(math.log(3) + 2.6 * math.cos(0.2), rel=1e-14)
+    k = torch.arange(40)
+    got = theory.rope_profile_log(k, 4, 0.05, 16.0)
+    want = [math.log(math.comb(int(i) + 3, int(i))) + 16.0 * math.cos(int(i) * 0.05) for i in k]
+    assert got.dtype == torch.float64
+    assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), rtol=1e-14, atol=1e-14)
+
+
+def test_rope_row_scores_is_the_lemma_form_to_float64():
+    """out[k] = beta cos(phi + k theta) (Lemma 4.6, numpy), to 1e-12 absolute with no relative slack."""
+    import numpy as np
+
+    n, theta, beta, phi = 300, 0.05, 3.0, 0.4
+    k = np.arange(n)
+    got = theory.rope_row_scores(n, theta, beta, phi)
+    np.testing.assert_allclose(got.numpy(), beta * np.cos(phi + k * theta), rtol=0, atol=1e-12)

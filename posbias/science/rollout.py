@@ -155,7 +155,7 @@ def causal_bound_ratios(attn: torch.Tensor, p: torch.Tensor, logit_bound: float)
                         torch.where(tail > 1e-15, torch.inf, 0.0))
     return {"generic": float((resid / generic[None, :, None]).max()),
             "last": float((resid[:, -1] / generic[-1]).max()),
-            "sharp": float(ratio[..., 1:].max())}
+            "sharp": float(ratio[..., 1:].max()) if n > 1 else 0.0}      # one token: no mass away from it
 
 
 def first_mass_drops(p: torch.Tensor, tol: float = 1e-12) -> tuple[int, int]:
