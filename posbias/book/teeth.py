@@ -135,11 +135,24 @@ def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[s
     return summary, out
 
 
+def _triage_words(statuses: Iterable[str]) -> str:
+    """What became of a run's survivors, in words: killed since (and how many of those kills mutmut, run again,
+    has confirmed), argued equivalent, in code that has since left the core or changed, not explained."""
+    statuses = list(statuses)
+    n = standing_counts(statuses)
+    confirmed = sum(st.startswith(STANDINGS["unit"]) and st.endswith(_CONFIRMED) for st in statuses)
+    waiting = f", {n['unit'] - confirmed} of them not yet confirmed by mutmut run again" if n["unit"] > confirmed \
+        else (" (each confirmed by mutmut run again)" if n["unit"] else "")
+    return (f"{n['unit']} are killed since by new tests{waiting}, {n['equivalent']} argued equivalent, "
+            f"{n['removed']} in code that has since left the core or changed and {n['open']} not explained")
+
+
 def core_result(path: Path | None = None, shown: str = f"book/{CORE_RUN}") -> str:
     """``make mutants-core``'s run in one sentence (the Status page and the reproduction notes print it): while
-    unfinished, how many of the core's mutants it has tested and its count so far, its survivors unread; once
-    every mutant is tested, the score with its 95% interval and what became of each survivor. "not run yet"
-    when ``path`` (default ``book/mutmut-core.json``) is absent."""
+    unfinished, how many of the core's mutants it has tested and its count so far, and, once any survivor of the
+    committed sittings is triaged, what became of them; once every mutant is tested, the score with its 95%
+    interval and what became of each survivor. "not run yet" when ``path`` (default ``book/mutmut-core.json``)
+    is absent. Survivors are read only from a committed record of the sittings that found them."""
     path = path or TEETH_PATH.with_name(CORE_RUN)
     got = mutmut_frame(path)
     if got is None:
@@ -149,14 +162,11 @@ def core_result(path: Path | None = None, shown: str = f"book/{CORE_RUN}") -> st
              f"{m['machine']}, sources and tests of {m['commit']}")
     if m["tested"] < m["generated"]:
         rate = f", {m['killed'] / m['tested']:.3f} of those" if m["tested"] else ""
+        triaged = any(not st.startswith(STANDINGS["open"]) for st in s["status"])
+        then = (f"; of the {len(s)} survivors of those sittings, triaged from their committed record, "
+                f"{_triage_words(s['status'])}" if triaged else ", and no survivor is triaged yet")
         return (f"{m['tested']:,} of the core's {m['generated']:,} mutants tested so far ({where}): {m['killed']:,} "
-                f"killed{rate}; the run is not finished, and its survivors are not read until it is (`{shown}`)")
-    n = standing_counts(s["status"])
-    confirmed = sum(st.startswith(STANDINGS["unit"]) and st.endswith(_CONFIRMED) for st in s["status"])
-    waiting = f", {n['unit'] - confirmed} of them not yet confirmed by mutmut run again" if n["unit"] > confirmed \
-        else (" (each confirmed by mutmut run again)" if n["unit"] else "")
+                f"killed{rate}; the run is not finished{then} (`{shown}`)")
     return (f"all {m['generated']:,} of the core's mutants tested ({where}): {m['killed']:,} killed, a score of "
             f"{m['score']:.3f} with a 95% interval of " + "{:.3f} to {:.3f}".format(*m["score_95"])
-            + f". Of its {len(s)} survivors, triaged after the run, {n['unit']} are killed since by new tests"
-            f"{waiting}, {n['equivalent']} argued equivalent, {n['removed']} in code that has left the core and "
-            f"{n['open']} not explained (`{shown}`)")
+            + f". Of its {len(s)} survivors, triaged after the run, {_triage_words(s['status'])} (`{shown}`)")
