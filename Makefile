@@ -52,7 +52,7 @@ tex:
 # Mutation testing (issues 46, 70): mutmut over the science modules (theory, masks, rollout, attention, lnsim,
 # lntheory) and the measurement code the verdicts read (evaluate, claims/quantities, stats, llm/sinks), with the
 # chapters' smoke checks and those modules' unit tests as the test. Not part of `make test`. The sample is fixed
-# here before the run: 400 mutants drawn uniformly with seed 20261203, the list written to book/mutmut-sample.json
+# here before the run: 400 mutants drawn uniformly with seed 20261203, the list written to data/mutants/mutmut-sample.json
 # before any is tested; each `make mutants` resumes it for MUTANTS_BUDGET seconds (runs/mutmut-work keeps mutmut's
 # state between sittings) and writes the score with its 95% interval to runs/mutmut.json.
 MUTANTS_SAMPLE := --sample 400 --seed 20261203
@@ -67,8 +67,8 @@ mutants: install
 # from those the first sample left out, tested by today's suite in their own work folder. The first
 # sample's post-run reading was written seeing its survivors; this one measures the suite on mutants
 # nobody has looked at.
-MUTANTS_SAMPLE_2 := --sample 400 --seed 20261204 --exclude book/mutmut-sample.json \
-                    --sample-file book/mutmut-sample-2.json --work runs/mutmut-work-2 --out runs/mutmut-2.json
+MUTANTS_SAMPLE_2 := --sample 400 --seed 20261204 --exclude data/mutants/mutmut-sample.json \
+                    --sample-file data/mutants/mutmut-sample-2.json --work runs/mutmut-work-2 --out runs/mutmut-2.json
 mutants-2: install
 	$(PIP) -e ".[mutants]"
 	$(BIN)/python tests/mutmut_run.py $(MUTANTS_SAMPLE_2) $(MUTANTS_ARGS)
@@ -77,8 +77,8 @@ mutants-2: install
 # mutants drawn with seed 20261205 from those neither earlier sample drew, tested by the suite of the commit
 # that declares it, in their own work folder. It measures that suite on mutants nobody has looked at; its
 # survivors are triaged after the run, and its score is the run's, not a reading after triage.
-MUTANTS_SAMPLE_3 := --sample 400 --seed 20261205 --exclude book/mutmut-sample.json \
-                    --exclude book/mutmut-sample-2.json --sample-file book/mutmut-sample-3.json \
+MUTANTS_SAMPLE_3 := --sample 400 --seed 20261205 --exclude data/mutants/mutmut-sample.json \
+                    --exclude data/mutants/mutmut-sample-2.json --sample-file data/mutants/mutmut-sample-3.json \
                     --work runs/mutmut-work-3 --out runs/mutmut-3.json
 mutants-3: install
 	$(PIP) -e ".[mutants]"
@@ -88,9 +88,9 @@ mutants-3: install
 # mutants drawn with seed 20261206 from those none of the three earlier samples drew, tested by the suite of
 # the commit that declares it, in their own work folder. Its score is the run's, read before any of its
 # survivors is looked at; the triage after the run is reported beside it, never in its place.
-MUTANTS_SAMPLE_4 := --sample 400 --seed 20261206 --exclude book/mutmut-sample.json \
-                    --exclude book/mutmut-sample-2.json --exclude book/mutmut-sample-3.json \
-                    --sample-file book/mutmut-sample-4.json --work runs/mutmut-work-4 --out runs/mutmut-4.json
+MUTANTS_SAMPLE_4 := --sample 400 --seed 20261206 --exclude data/mutants/mutmut-sample.json \
+                    --exclude data/mutants/mutmut-sample-2.json --exclude data/mutants/mutmut-sample-3.json \
+                    --sample-file data/mutants/mutmut-sample-4.json --work runs/mutmut-work-4 --out runs/mutmut-4.json
 mutants-4: install
 	$(PIP) -e ".[mutants]"
 	$(BIN)/python tests/mutmut_run.py $(MUTANTS_SAMPLE_4) $(MUTANTS_ARGS)
@@ -99,8 +99,8 @@ mutants-4: install
 # model and retrieval, not a sample, tested by the chapters' smoke checks and the core's unit tests
 # (tests/mutmut_run.py's CORE and CORE_TESTS). Resumable: each `make mutants-core` goes on for MUTANTS_BUDGET
 # seconds in runs/mutmut-work-core and writes the score and every survivor to runs/mutmut-core.json, which is
-# committed as book/mutmut-core.json before any survivor is read. Time on one core: see CONTRIBUTING.
-MUTANTS_CORE := --modules core --work runs/mutmut-work-core --out runs/mutmut-core.json --record book/mutmut-core.json
+# committed as data/mutants/mutmut-core.json before any survivor is read. Time on one core: see CONTRIBUTING.
+MUTANTS_CORE := --modules core --work runs/mutmut-work-core --out runs/mutmut-core.json --record data/mutants/mutmut-core.json
 mutants-core: install
 	$(PIP) -e ".[mutants]"
 	$(BIN)/python tests/mutmut_run.py $(MUTANTS_CORE) $(MUTANTS_ARGS)

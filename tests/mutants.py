@@ -5,7 +5,7 @@ chapter must then end with at least one failed check (``tests/test_mutations.py`
 chapter's own seed and at two others. The first of each
 chapter's group are the twelve changes of issue 46; the rest are off-by-one masks, sign flips, dropped
 normalisations, swapped layer orders, wrong constants and mechanisms switched off (the rollout's product,
-LayerNorm, the residual, the inputs' shared component). ``book/teeth.json`` records which check
+LayerNorm, the residual, the inputs' shared component). ``data/mutants/teeth.json`` records which check
 kills which mutant; the Status page reads it.
 """
 from __future__ import annotations

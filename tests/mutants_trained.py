@@ -5,7 +5,7 @@ set, gaps from accuracies, attention inside the mask, sink statistics, stops und
 committed paper-profile networks it reads. Each mutant below replaces one function for a smoke
 execution of the chapters listed; a mutant of what training records runs with ``own_cache``, so the
 smoke networks are trained again under it instead of read from the baseline's cache. ``tests/test_mutations.py`` asserts
-each is caught and records which check catches it in ``book/teeth.json``.
+each is caught and records which check catches it in ``data/mutants/teeth.json``.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Copies the sources into a work folder (``--work``, default ``runs/mutmut-work``;
 ``mutants/`` tree there, never into the working tree) and keeps it between sittings: a run resumes
 where the last stopped, testing only the sampled mutants without a result. With ``--sample N`` the
 mutants are drawn once, uniformly with ``--seed`` (the Makefile's, written before the run), and the
-list is written to ``--sample-file`` (default ``book/mutmut-sample.json``) before any is tested; a
+list is written to ``--sample-file`` (default ``data/mutants/mutmut-sample.json``) before any is tested; a
 later sitting reads that list and refuses another seed or size. Runs ``mutmut run`` for at most
 ``--budget`` seconds on ``--jobs`` cores and writes the score with its 95% Wilson interval and the
 survivors to ``--out`` (default ``runs/mutmut.json``).
@@ -311,7 +311,7 @@ def main() -> int:
                     help="the modules mutated: 'sample' (the samples' ten) or 'core' (the science core, issue 96)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", default=str(ROOT / "runs" / "mutmut-work"), help="kept between sittings")
-    ap.add_argument("--sample-file", default=str(ROOT / "book" / "mutmut-sample.json"))
+    ap.add_argument("--sample-file", default=str(ROOT / "data" / "mutants" / "mutmut-sample.json"))
     ap.add_argument("--draw-only", action="store_true", help="draw and write the sample, test nothing")
     ap.add_argument("--exclude", action="append", default=[],
                     help="a sample file whose mutants the draw leaves out (a later sample; repeatable)")
@@ -323,7 +323,7 @@ def main() -> int:
                     help="--rerun: a module that moved since the run, e.g. posbias.theory=posbias.science.theory "
                          "(repeatable): its survivors are found under the new name by their change")
     ap.add_argument("--reach", action="store_true", help="record which sampled mutants each chapter reaches")
-    ap.add_argument("--triage", default=str(ROOT / "book" / "mutmut-400.json"),
+    ap.add_argument("--triage", default=str(ROOT / "data" / "mutants" / "mutmut-400.json"),
                     help="the committed run whose survivors --rerun names; its verdicts are appended there")
     args = ap.parse_args()
     if args.sample < 0 or args.jobs < 1 or args.budget < 1:

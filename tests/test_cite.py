@@ -44,7 +44,7 @@ def test_status_page_lists_every_chapter_its_checks_and_data():
 
 
 def test_status_page_shows_how_many_mutants_each_check_kills():
-    """Counts come from book/teeth.json (what tests/test_mutations.py measured), never typed."""
+    """Counts come from data/mutants/teeth.json (what tests/test_mutations.py measured), never typed."""
     from posbias.book.teeth import read_teeth
 
     teeth = read_teeth()["chapters"]

@@ -195,3 +195,13 @@ def test_figures_draw_what_they_are_given():
     assert {m for m, r in reach.items() if r} - set(FIGURES_COMPUTE) == set(), \
         {m: sorted(r) for m, r in reach.items() if r and m not in FIGURES_COMPUTE}
     assert {m for m in FIGURES_COMPUTE if not reach.get(m)} == set(), "FIGURES_COMPUTE names a module that draws only"
+
+
+def test_book_holds_pages_and_run_records_live_with_the_data():
+    """``book/`` holds the book's own pages (Markdown) only; the test suite's run records (mutmut's runs, the kill
+    table) are committed in ``data/mutants/`` beside the results (issue 97, item 5)."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "book"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert tracked and all(f.endswith(".md") for f in tracked), [f for f in tracked if not f.endswith(".md")]
+    assert (ROOT / "data" / "mutants" / "teeth.json").exists()

@@ -3,7 +3,7 @@
 Each mutant of ``tests/mutants.py`` (theory chapters) and ``tests/mutants_trained.py`` (the chapters
 that train networks or read trained ones) is patched into an in-process smoke execution of its chapters
 (:func:`posbias.book.mutation.execute_chapter`); the execution must end with at least one failed check, which
-is named. The unmutated execution must pass. ``book/teeth.json`` (which check kills which mutant, read
+is named. The unmutated execution must pass. ``data/mutants/teeth.json`` (which check kills which mutant, read
 by the Status page) must equal what this suite measures; regenerate it with
 ``POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q tests/test_mutations.py``.
 """
@@ -90,7 +90,7 @@ def measured(chapter: str) -> dict:
 
 
 def teeth_table() -> dict:
-    """What ``book/teeth.json`` must hold: per chapter and check, the curated mutants it kills."""
+    """What ``data/mutants/teeth.json`` must hold: per chapter and check, the curated mutants it kills."""
     chapters = {}
     for cid in THEORY + TRAINED:
         res = measured(cid)
@@ -172,5 +172,6 @@ def test_teeth_json_is_up_to_date():
     table = teeth_table()
     if os.environ.get("POSBIAS_UPDATE_TEETH") == "1":
         TEETH_PATH.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    assert read_teeth() == table, ("book/teeth.json differs from what the mutation suite measures; regenerate it: "
-                                   "POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q tests/test_mutations.py")
+    assert read_teeth() == table, ("data/mutants/teeth.json differs from what the mutation suite measures; "
+                                   "regenerate it: POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q "
+                                   "tests/test_mutations.py")

@@ -23,13 +23,13 @@ def test_wilson_interval_is_the_roots_of_the_score_equation(k, n):
 
 
 def test_a_committed_sample_is_fixed_and_drawn_from_the_declared_seed():
-    """Where book/mutmut-sample.json is committed it holds 400 distinct mutants of the declared modules,
+    """Where data/mutants/mutmut-sample.json is committed it holds 400 distinct mutants of the declared modules,
     drawn with the Makefile's seed."""
-    path = Path(__file__).resolve().parents[1] / "book" / "mutmut-sample.json"
+    path = Path(__file__).resolve().parents[1] / "data" / "mutants" / "mutmut-sample.json"
     if not path.exists():
         pytest.skip("no sample drawn yet")
     s = json.loads(path.read_text())
-    make = (path.parents[1] / "Makefile").read_text()
+    make = (path.parents[2] / "Makefile").read_text()
     assert f"--sample {s['size']} --seed {s['seed']}" in make and s["size"] == 400
     assert len(s["mutants"]) == len(set(s["mutants"])) == min(400, s["generated"])
     mods = {m.removesuffix(".py").replace("/", ".") for m in s["modules"]}
@@ -55,27 +55,27 @@ def test_impossible_options_are_refused_before_any_work(argv, message, monkeypat
 
 
 def test_the_second_sample_is_declared_and_shares_no_mutant_with_the_first():
-    """book/mutmut-sample-2.json (where drawn) holds 400 mutants drawn with the seed the Makefile declares
+    """data/mutants/mutmut-sample-2.json (where drawn) holds 400 mutants drawn with the seed the Makefile declares
     for it, none of them in the first sample."""
     root = Path(__file__).resolve().parents[1]
     make = (root / "Makefile").read_text()
-    assert "--sample 400 --seed 20261204 --exclude book/mutmut-sample.json" in make
-    path = root / "book" / "mutmut-sample-2.json"
+    assert "--sample 400 --seed 20261204 --exclude data/mutants/mutmut-sample.json" in make
+    path = root / "data" / "mutants" / "mutmut-sample-2.json"
     if not path.exists():
         pytest.skip("the second sample is not drawn yet")
-    s2, s1 = json.loads(path.read_text()), json.loads((root / "book" / "mutmut-sample.json").read_text())
+    s2, s1 = json.loads(path.read_text()), json.loads((root / "data" / "mutants" / "mutmut-sample.json").read_text())
     assert (s2["seed"], s2["size"], s2["excluded"]) == (20261204, 400, "book/mutmut-sample.json")
     assert len(set(s2["mutants"])) == 400 and not set(s2["mutants"]) & set(s1["mutants"])
 
 
 def test_the_third_sample_is_declared_and_shares_no_mutant_with_the_earlier_two():
-    """book/mutmut-sample-3.json (where drawn) holds 400 mutants drawn with the seed the Makefile declares
+    """data/mutants/mutmut-sample-3.json (where drawn) holds 400 mutants drawn with the seed the Makefile declares
     for it, none of them in either earlier sample."""
     root = Path(__file__).resolve().parents[1]
     make = (root / "Makefile").read_text()
-    assert ("--sample 400 --seed 20261205 --exclude book/mutmut-sample.json \\\n"
-            "                    --exclude book/mutmut-sample-2.json") in make
-    path = root / "book" / "mutmut-sample-3.json"
+    assert ("--sample 400 --seed 20261205 --exclude data/mutants/mutmut-sample.json \\\n"
+            "                    --exclude data/mutants/mutmut-sample-2.json") in make
+    path = root / "data" / "mutants" / "mutmut-sample-3.json"
     if not path.exists():
         pytest.skip("the third sample is not drawn yet")
     s3 = json.loads(path.read_text())

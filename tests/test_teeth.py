@@ -50,9 +50,9 @@ def test_the_sample_by_chapter_counts_what_each_smoke_run_reaches_and_what_lived
 def test_sample_result_states_the_run_and_its_triage(tmp_path):
     """The notes' sentence for a later sample: the run's counts and score from the file, the target
     compared, and the triage counted from the file's own triage keys; absent file: not run yet."""
-    path = Path(__file__).resolve().parents[1] / "book" / "mutmut-3.json"
+    path = Path(__file__).resolve().parents[1] / "data" / "mutants" / "mutmut-3.json"
     d = json.loads(path.read_text())
-    text = sample_result(path, 0.90, "book/mutmut-3.json")
+    text = sample_result(path, 0.90, "data/mutants/mutmut-3.json")
     assert text.startswith(f"{d['killed']} of {d['tested']} killed (") and f"a score of {d['score']:.3f}" in text
     assert "short of the 90% asked for" in text and "at or above the 85% asked for" in sample_result(path, 0.85, "x")
     assert (f"Of its {len(d['survivors'])} survivors" in text

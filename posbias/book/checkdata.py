@@ -1,15 +1,15 @@
 """``posbias check-data``: every committed result matches its manifest hash, and a cheap sample recomputes.
 
-Every file of ``data/`` is checked against ``data/manifest.json`` and its embedded result hash
-(:func:`verify_data`), its parameters must hash to its file name, and a trained unit's summary must be
-what its sittings say (:func:`summary_problem`). Then, per
+Every result of ``data/`` (all but the test suite's run records in ``data/mutants/``) is checked against
+``data/manifest.json`` and its embedded result hash (:func:`verify_data`), its parameters must hash to its
+file name, and a trained unit's summary must be what its sittings say (:func:`summary_problem`). Then, per
 experiment with a registered recomputation (:data:`posbias.storage.recompute.RECOMPUTE`, filled by
-``@recomputable`` in the module that owns the compute), the ``sample`` cheapest records by
-estimated cost (the stored wall time; ties by file name, so the choice is deterministic) are
-recomputed with the committed code, cheapest first, while the estimated total stays within
-``budget_seconds`` (``recompute_all`` lifts both limits). A recomputation runs with the torch thread
-count its record was made with (``provenance.torch_threads``, also exported as ``$POSBIAS_THREADS``)
-and is compared with the stored result within the experiment's stated tolerance.
+``@recomputable`` in the module that owns the compute), the ``sample`` cheapest records by estimated cost (the
+stored wall time; ties by file name, so the choice is deterministic) are recomputed with the committed code,
+cheapest first, while the estimated total stays within ``budget_seconds`` (``recompute_all`` lifts both
+limits). A recomputation runs with the torch thread count its record was made with
+(``provenance.torch_threads``, also exported as ``$POSBIAS_THREADS``) and is compared with the stored result
+within the experiment's stated tolerance.
 
 Exit status 0 when every hash verifies and every recomputed record agrees, else 3.
 """
@@ -33,7 +33,11 @@ from posbias.storage.provenance import (SUMMARY_PROBLEM, cpu_info, host_kind, is
                                         summary_contradictions, summary_problem)
 
 __all__ = ["check_data", "run_checks", "compare", "close", "Row", "NOT_RECOMPUTABLE", "wu_unit_record", "host_kinds",
-           "summary_problem", "SUMMARY_PROBLEM"]
+           "summary_problem", "SUMMARY_PROBLEM", "RECORDS_DIR", "result_files"]
+
+#: The folder of ``data/`` that holds run records of the test suite (mutmut's runs and the mutation suite's kill
+#: table, :mod:`posbias.book.teeth`), not results: no manifest entry, no provenance, nothing to recompute.
+RECORDS_DIR = "mutants"
 
 # modules that register recomputations with @recompute.recomputable (importing them registers)
 _MODULES = ("posbias.analysis.lnruns", "posbias.llm", "posbias.analysis.jump")
@@ -60,6 +64,13 @@ def _wall_time_consistent(rec: dict[str, Any]) -> bool:
     return isinstance(wall, (int, float)) and abs(wall - round(float(res["train_seconds_ensemble"]), 3)) < 1e-9
 
 
+def result_files(data: Path) -> list[str]:
+    """The stored results' JSON files under ``data`` (paths relative to it, sorted): every ``*.json`` but the
+    manifest and the test suite's run records in :data:`RECORDS_DIR`."""
+    return sorted(str(p.relative_to(data)) for p in Path(data).rglob("*.json")
+                  if p.name != "manifest.json" and p.relative_to(data).parts[0] != RECORDS_DIR)
+
+
 def verify_data(log=print) -> list[str]:
     """Check every file of ``data/`` against the manifest; returns the list of problems (empty = fine).
 
@@ -71,7 +82,7 @@ def verify_data(log=print) -> list[str]:
     """
     problems = []
     manifest = store.load_manifest()
-    on_disk = {str(p.relative_to(store.DATA)) for p in store.DATA.rglob("*.json") if p.name != "manifest.json"}
+    on_disk = set(result_files(store.DATA))
     on_disk |= {str(p.relative_to(store.DATA)) for p in parking.parked_files()}
     on_disk |= {str(p.relative_to(store.DATA)) for p in store.DATA.rglob("*.safetensors")}
     for name in sorted(set(manifest) | on_disk):
@@ -370,8 +381,7 @@ def run_checks(sample: int = 2, budget_seconds: float = 120.0, recompute_all: bo
     for p in problems:
         name, _, why = p.partition(": ")
         bad_hash[name] = why
-    names = sorted({str(p.relative_to(data)) for p in data.rglob("*.json") if p.name != "manifest.json"}
-                   | {str(p.relative_to(data)) for p in parking.parked_files()}
+    names = sorted(set(result_files(data)) | {str(p.relative_to(data)) for p in parking.parked_files()}
                    | {str(p.relative_to(data)) for p in data.rglob("*.safetensors")} | set(bad_hash))
     records: dict[str, dict[str, Any]] = {}
     for name in names:

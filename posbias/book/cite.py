@@ -136,7 +136,7 @@ def status_page(results: dict[str, dict[str, Any] | None], profile: str) -> str:
     if teeth:
         detail += ["The checks of the theory chapters and of the chapters that train networks are tried against "
                    "curated wrong versions of the library (`tests/mutants.py`, `tests/mutants_trained.py`; "
-                   "`book/teeth.json`, kept up to date by `tests/test_mutations.py`): each check says how many "
+                   "`data/mutants/teeth.json`, kept up to date by `tests/test_mutations.py`): each check says how many "
                    "of its chapter's mutants it kills (where the chapter has a seed, at its own and at two others "
                    "alike: a failure on one seed's noise is not a kill); one that kills none is *descriptive*. "
                    "Checks of the committed networks (the trained chapters' `paper-` step counts, counts out of "
@@ -215,7 +215,7 @@ def _sampled_note(n: dict[str, int] | None, target: str = "mutants") -> list[str
 
 def _teeth_note(teeth: dict[str, dict[str, list[str]]], chapter: str, check: str) -> str:
     """`` (kills 3 of 4 mutants)`` or `` (descriptive: kills no mutant)`` for a check of a chapter
-    listed in ``book/teeth.json``; empty for other chapters and for checks the table does not know."""
+    listed in ``data/mutants/teeth.json``; empty for other chapters and for checks the table does not know."""
     table = teeth.get(chapter)
     if not table or check not in table:
         return ""

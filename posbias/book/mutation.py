@@ -9,7 +9,7 @@ every ``posbias`` module that imported it) for the length of one execution.
 
 ``tests/mutants.py`` (theory chapters) and ``tests/mutants_trained.py`` (chapters that train networks)
 hold the curated catalogue; ``tests/test_mutations.py`` asserts every mutant
-makes a check fail and keeps ``book/teeth.json`` (which check kills which mutant, read by the Status
+makes a check fail and keeps ``data/mutants/teeth.json`` (which check kills which mutant, read by the Status
 page) up to date.
 """
 from __future__ import annotations

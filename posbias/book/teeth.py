@@ -1,6 +1,6 @@
-"""What the pages say about the mutation suite: the committed kill table (``book/teeth.json``, written by
-``tests/test_mutations.py``) and ``make mutants``' committed run (``book/mutmut.json``). Read-only: the
-engine that measures them is :mod:`posbias.book.mutation`."""
+"""What the pages say about the mutation suite: the committed kill table (``data/mutants/teeth.json``, written
+by ``tests/test_mutations.py``) and mutmut's committed runs (``data/mutants/mutmut*.json``). Run records live
+with the data, not among the pages. Read-only: the engine that measures them is :mod:`posbias.book.mutation`."""
 from __future__ import annotations
 
 import json
@@ -12,23 +12,23 @@ from posbias.storage.provenance import ROOT
 __all__ = ["TEETH_PATH", "SAMPLES", "CORE_RUN", "read_teeth", "mutmut_frame", "sample_result", "sample_runs",
            "core_result"]
 
-TEETH_PATH = ROOT / "book" / "teeth.json"
+TEETH_PATH = ROOT / "data" / "mutants" / "teeth.json"
 
 # The Makefile's samples of mutmut's mutants, in the order they were declared (each drawn from the mutants
-# no earlier one drew): make target -> committed result in book/.
+# no earlier one drew): make target -> committed result in data/mutants/.
 SAMPLES: dict[str, str] = {"mutants": "mutmut-400.json", "mutants-2": "mutmut-2.json",
                            "mutants-3": "mutmut-3.json", "mutants-4": "mutmut-4.json"}
-#: ``make mutants-core``'s run (issue 96): every mutant of the science core, no sample, committed in book/.
+#: ``make mutants-core``'s run (issue 96): every mutant of the science core, no sample, committed in data/mutants/.
 CORE_RUN = "mutmut-core.json"
 
 
 def read_teeth(path: Path = TEETH_PATH) -> dict[str, Any] | None:
-    """The committed kill table (``book/teeth.json``), or None where it does not exist."""
+    """The committed kill table (``data/mutants/teeth.json``), or None where it does not exist."""
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def mutmut_frame(path: Path | None = None):
-    """``make mutants``' committed run (``book/mutmut.json``) as ``(summary, survivors)``: the summary
+    """``make mutants``' committed run (``data/mutants/mutmut.json``) as ``(summary, survivors)``: the summary
     dict (date, machine, generated, tested, killed, score, wall_seconds, command) and a
     ``pandas.DataFrame`` with one row per surviving mutant: its name, its diff's changed lines, and
     why it survives (equivalent for the checks), which unit test now kills it, or that the code it changed
@@ -116,7 +116,7 @@ def sample_runs(book: Path = TEETH_PATH.parent) -> list[tuple[str, dict[str, Any
 
 
 def sampled_by_chapter(path: Path | None = None) -> tuple[dict[str, Any], dict[str, dict[str, int]]] | None:
-    """A sample's run (``path``; default the first sample, ``book/mutmut-400.json``) as the Status page
+    """A sample's run (``path``; default the first sample, ``data/mutants/mutmut-400.json``) as the Status page
     shows it: the run's summary (score, interval, seed) and, per chapter whose smoke run reaches sampled
     mutants (``reach``), ``reached``, ``survived`` (the run's whole test let them live) and, of those, their
     :func:`standing_counts`. None when absent.
@@ -151,7 +151,7 @@ def core_result(path: Path | None = None, shown: str = f"book/{CORE_RUN}") -> st
     """``make mutants-core``'s run in one sentence (the Status page and the reproduction notes print it): while
     unfinished, how many of the core's mutants it has tested and its count so far, and, once any survivor of the
     committed sittings is triaged, what became of them; once every mutant is tested, the score with its 95%
-    interval and what became of each survivor. "not run yet" when ``path`` (default ``book/mutmut-core.json``)
+    interval and what became of each survivor. "not run yet" when ``path`` (default ``data/mutants/mutmut-core.json``)
     is absent. Survivors are read only from a committed record of the sittings that found them."""
     path = path or TEETH_PATH.with_name(CORE_RUN)
     got = mutmut_frame(path)
