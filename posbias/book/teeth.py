@@ -147,7 +147,7 @@ def _triage_words(statuses: Iterable[str]) -> str:
             f"{n['removed']} in code that has since left the core or changed and {n['open']} not explained")
 
 
-def core_result(path: Path | None = None, shown: str = f"book/{CORE_RUN}") -> str:
+def core_result(path: Path | None = None, shown: str = f"data/mutants/{CORE_RUN}") -> str:
     """``make mutants-core``'s run in one sentence (the Status page and the reproduction notes print it): while
     unfinished, how many of the core's mutants it has tested and its count so far, and, once any survivor of the
     committed sittings is triaged, what became of them; once every mutant is tested, the score with its 95%
