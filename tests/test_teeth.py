@@ -139,7 +139,8 @@ def test_core_result_says_how_far_an_unfinished_run_is_and_scores_a_finished_one
                                 "equivalent": {"m9": "same numbers"}}))
     done = core_result(path, "x")
     assert done.startswith("all 5,154 of the core's mutants tested") and "a score of 0.970 with a 95% interval of " \
-        "0.810 to 0.850. Of its 1 survivors, triaged after the run, 0 are killed since by new tests" in done
+        "0.810 to 0.850. Of its 1 survivors, each read only from a committed record of the sitting that found it, " \
+        "0 are killed since by new tests" in done
     assert "1 argued equivalent, 0 in code that has since left the core or changed and 0 not explained" in done
     two = {"m9": DIFF, "m10": DIFF, "m11": DIFF}
     path.write_text(json.dumps({**run, "tested": 5154, "killed": 5000, "score": 5000 / 5154, "survivors": two,

@@ -169,4 +169,5 @@ def core_result(path: Path | None = None, shown: str = f"data/mutants/{CORE_RUN}
                 f"killed{rate}; the run is not finished{then} (`{shown}`)")
     return (f"all {m['generated']:,} of the core's mutants tested ({where}): {m['killed']:,} killed, a score of "
             f"{m['score']:.3f} with a 95% interval of " + "{:.3f} to {:.3f}".format(*m["score_95"])
-            + f". Of its {len(s)} survivors, triaged after the run, {_triage_words(s['status'])} (`{shown}`)")
+            + f". Of its {len(s)} survivors, each read only from a committed record of the sitting that found it, "
+            f"{_triage_words(s['status'])} (`{shown}`)")
