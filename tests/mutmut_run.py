@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from posbias.storage.provenance import suite_record_provenance
 from posbias.storage.store import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,7 +181,9 @@ def _sample(args, mutmut: list[str], work: Path, env: dict) -> list[str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"seed": args.seed, "size": args.sample, "generated": len(every),
                                         "commit": _head(), "modules": MODULES, "excluded": args.exclude,
-                                        "tests": ["tests/mutmut_smoke.py", *UNIT_TESTS], "mutants": names},
+                                        "tests": ["tests/mutmut_smoke.py", *UNIT_TESTS], "mutants": names,
+                                        "provenance": suite_record_provenance(" ".join(["tests/mutmut_run.py",
+                                                                                       *sys.argv[1:]]))},
                                        indent=1) + "\n")
     print(f"{len(every)} mutants generated; a sample of {len(names)} drawn with seed {args.seed} -> {path}",
           flush=True)
@@ -431,7 +434,9 @@ def main() -> int:
                "score_95": [lo, hi], "wall_seconds": sum(x["wall_seconds"] for x in sittings),
                "sittings": sittings, "command": " ".join(["tests/mutmut_run.py", *sys.argv[1:]]), "jobs": args.jobs,
                "statuses": {v: sum(x == v for x in tested.values()) for v in sorted(set(tested.values()))},
-               "survivors": diffs, **({"results": tested} if not names else {})}
+               "survivors": diffs, **({"results": tested} if not names else {}),
+               "provenance": suite_record_provenance(" ".join(["tests/mutmut_run.py", *sys.argv[1:]]), wall,
+                                                    sources=f"the work folder's copy of {copied}")}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "survivors"}), flush=True)

@@ -25,6 +25,7 @@ from mutants_trained import TRAINED_MUTANTS  # noqa: E402
 from posbias.book.chapters import get_chapter  # noqa: E402
 from posbias.book.mutation import execute_chapter, failed_checks  # noqa: E402
 from posbias.book.teeth import TEETH_PATH, read_teeth  # noqa: E402
+from posbias.storage.provenance import suite_record_provenance  # noqa: E402
 
 THEORY = ["wu-thm-4-1", "wu-thm-4-2", "wu-thm-4-3", "wu-thm-4-5", "wu-thm-4-7", "wu-center-nodes",
           "kim-thm-1", "kim-prop-1", "kim-prop-2", "kim-prop-3", "kim-fig-1", "kim-fig-2", "kim-beyond-rope",
@@ -171,7 +172,10 @@ def test_a_mutant_bound_by_a_module_imported_meanwhile_is_undone_too():
 def test_teeth_json_is_up_to_date():
     table = teeth_table()
     if os.environ.get("POSBIAS_UPDATE_TEETH") == "1":
-        TEETH_PATH.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    assert read_teeth() == table, ("data/mutants/teeth.json differs from what the mutation suite measures; "
+        prov = suite_record_provenance("POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q tests/test_mutations.py")
+        TEETH_PATH.write_text(json.dumps({**table, "provenance": prov}, indent=1, sort_keys=True) + "\n",
+                              encoding="utf-8")
+    committed = {k: v for k, v in (read_teeth() or {}).items() if k != "provenance"}
+    assert committed == table, ("data/mutants/teeth.json differs from what the mutation suite measures; "
                                    "regenerate it: POSBIAS_UPDATE_TEETH=1 .venv/bin/python -m pytest -q "
                                    "tests/test_mutations.py")

@@ -80,7 +80,7 @@ def test_the_third_sample_is_declared_and_shares_no_mutant_with_the_earlier_two(
         pytest.skip("the third sample is not drawn yet")
     s3 = json.loads(path.read_text())
     earlier = {n for f in ("mutmut-sample.json", "mutmut-sample-2.json")
-               for n in json.loads((root / "book" / f).read_text())["mutants"]}
+               for n in json.loads((root / "data" / "mutants" / f).read_text())["mutants"]}
     assert (s3["seed"], s3["size"]) == (20261205, 400)
     assert s3["excluded"] == ["book/mutmut-sample.json", "book/mutmut-sample-2.json"]
     assert len(set(s3["mutants"])) == 400 and not set(s3["mutants"]) & earlier

@@ -14,7 +14,7 @@ from typing import Any
 __all__ = ["ROOT", "git_state", "package_versions", "cpu_info", "flushes_denormals", "numerics", "kernel_kind",
            "host_kind", "device_info", "MIXED", "SUMMARY_FIELDS", "sitting_numerics", "summary", "with_summary",
            "summary_contradictions", "uncommitted_sittings", "unit_words", "SUMMARY_PROBLEM", "summary_problem",
-           "record_threads", "code_gaps",
+           "record_threads", "code_gaps", "suite_record_provenance",
            "collect", "canonical_json", "sha256_bytes", "sha256_file"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,6 +70,22 @@ def package_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             pass
     return out
+
+
+def suite_record_provenance(command: str, wall_seconds: float | None = None, **extra: Any) -> dict[str, Any]:
+    """The provenance of a record the test suite writes into ``data/mutants/`` (a mutmut run or sample, the
+    mutation suite's kill table): the command that made it, the code's commit (:func:`git_state`), the package
+    versions (mutmut's too), the machine (:func:`cpu_info`), the UTC date and the wall time, plus ``extra``."""
+    import time
+
+    versions = package_versions()
+    try:
+        versions["mutmut"] = importlib.metadata.version("mutmut")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return {"command": command, "git": git_state(), "versions": versions, "cpu": cpu_info(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **({"wall_seconds": round(wall_seconds)} if wall_seconds is not None else {}), **extra}
 
 
 def cpu_info() -> dict[str, Any]:
