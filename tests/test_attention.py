@@ -226,3 +226,10 @@ def test_random_rope_stack_matches_the_construction_by_hand_over_two_layers():
     attn, bound = random_attention_stack(mask, 2, d=8, weight_norm=2.0, samples=2, seed=3, rope_base=100.0)
     assert bound == pytest.approx(4 / math.sqrt(8), rel=1e-15)
     assert torch.allclose(attn, _stack_by_hand(mask, 2, 8, 2.0, 2, 3, 100.0), rtol=1e-10, atol=1e-14)
+
+
+def test_rope_angles_refuse_an_integer_dtype():
+    """Integer positions would wrap (int8 holds 127 at most) and the angles be wrong: refused, naming the fix."""
+    with pytest.raises(ValueError, match="pass a floating dtype, got torch.int8"):
+        rope_angles(200, 4, dtype=torch.int8)
+    assert rope_angles(3, 2, dtype=torch.float32).dtype == torch.float32

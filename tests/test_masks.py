@@ -152,3 +152,14 @@ def test_reachability_without_self_loops_collects_every_walk_length():
     assert torch.equal(reachability(chain), want)
     cycle = torch.roll(torch.eye(3, dtype=torch.bool), 1, dims=1)
     assert torch.equal(reachability(cycle), torch.ones(3, 3, dtype=torch.bool))
+
+
+def test_make_mask_asks_for_the_missing_width_or_prefix_word_for_word():
+    """``window`` without ``window=`` and ``prefix`` without ``prefix=`` are refused with a message that names
+    the keyword to pass."""
+    import pytest
+
+    with pytest.raises(ValueError, match=r"^the 'window' mask needs a width: window=w$"):
+        make_mask("window", 5)
+    with pytest.raises(ValueError, match=r"^the 'prefix' mask needs a prefix size: prefix=k$"):
+        make_mask("prefix", 5)

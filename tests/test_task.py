@@ -224,3 +224,68 @@ def test_sweep_query_is_an_exact_copy_of_slot_s_and_of_no_other_item():
         assert ts.items.shape == (10, 8, 16)
         same = (ts.items == ts.query[:, None]).all(-1)                                # (n, N)
         assert torch.equal(same, torch.nn.functional.one_hot(torch.full((10,), s), 8).bool())
+
+
+def test_task_config_refuses_n_not_divisible_by_b_word_for_word():
+    """N = 6 items cannot hold B = 4 copies of whole classes: refused, naming both numbers."""
+    with pytest.raises(ValueError, match=r"^N=6 must be divisible by B=4$"):
+        TaskConfig(n_items=6, burstiness=4)
+
+
+def test_generator_seed_is_the_seed_sequence_s_64_bit_word_with_halves_swapped():
+    """Second method: numpy's uint64 word of a SeedSequence is ``w0 | w1 << 32`` of its two uint32 words; the
+    generator's seed is ``w0 << 32 | w1``, so it is that 64-bit word with its halves swapped."""
+    import numpy as np
+
+    from posbias.science.task import generator
+
+    for words in ((0,), (3, 0), (5, 1, 7), (11, 2, 0, 8, 4)):
+        w64 = int(np.random.SeedSequence(list(words)).generate_state(1, dtype=np.uint64)[0])
+        hi, lo = w64 & 0xFFFFFFFF, w64 >> 32
+        assert hi != lo
+        assert generator(*words).initial_seed() == hi << 32 | lo, words
+
+
+def test_make_task_depends_on_its_seed_and_draws_labels_at_scale_one_over_d():
+    """Two seeds give two tasks; label vectors are N(0, (1/D)^2): with D = 64 and 32 x 64 = 2,048 draws the
+    mean square is 1/D^2 within 10% (its relative sd is sqrt(2/2048) = 3%)."""
+    cfg = TaskConfig()
+    a, b = make_task(0, cfg), make_task(1, cfg)
+    assert not torch.equal(a.class_means, b.class_means) and not torch.equal(a.label_vectors, b.label_vectors)
+    ms = a.label_vectors.pow(2).mean().item()
+    assert abs(ms * cfg.dim**2 - 1) < 0.1, ms
+
+
+def test_items_are_the_documented_mix_of_mean_and_noise():
+    """By hand: eps = 0.75 gives sqrt(1 + eps^2) = 1.25, so items are (mu + 0.75 eta) / 1.25 with eta the
+    generator's first normal draw scaled by 1/D, drawn here from a second generator of the same seed."""
+    from posbias.science.task import _items
+
+    means = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(1)) / 16
+    out = _items(means, 0.75, torch.Generator().manual_seed(9))
+    eta = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(9)) / 16
+    assert torch.allclose(out, (means + 0.75 * eta) / 1.25, rtol=1e-6, atol=0)
+
+
+def _interleave_by_hand(items: torch.Tensor, lab: torch.Tensor, query: torch.Tensor,
+                        vecs: torch.Tensor) -> torch.Tensor:
+    """x_1 l_1 ... x_N l_N x_q for one sequence ``(N, D)``, written token by token."""
+    toks = []
+    for s in range(items.shape[0]):
+        toks += [items[s], vecs[lab[s]]]
+    return torch.stack(toks + [query])
+
+
+def test_embed_interleaves_without_a_batch_axis_and_with_two():
+    """``embed`` on ``(N, D)`` and on ``(E, b, N, D)`` inputs matches the token-by-token construction."""
+    g = torch.Generator().manual_seed(0)
+    vecs = torch.randn(4, 5, generator=g)
+    items, query = torch.randn(2, 3, 6, 5, generator=g), torch.randn(2, 3, 5, generator=g)
+    lab = torch.randint(4, (2, 3, 6), generator=g)
+    assert torch.equal(embed(items[0, 0], lab[0, 0], query[0, 0], vecs),
+                       _interleave_by_hand(items[0, 0], lab[0, 0], query[0, 0], vecs))
+    t = embed(items, lab, query, vecs)
+    assert t.shape == (2, 3, 13, 5)
+    for e in range(2):
+        for r in range(3):
+            assert torch.equal(t[e, r], _interleave_by_hand(items[e, r], lab[e, r], query[e, r], vecs))

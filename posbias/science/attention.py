@@ -52,6 +52,8 @@ def rope_angles(n: int, d: int, base: float = 10000.0, dtype: torch.dtype = torc
     """Rotation angles ``pos * theta_p`` with ``theta_p = base^(-2p/d)``, ``p = 0..d/2-1``. Shape ``(n, d/2)``."""
     if d % 2:
         raise ValueError(f"RoPE needs an even width, got d={d}")
+    if not dtype.is_floating_point:      # an integer dtype would wrap the positions (int8: 128 -> -128)
+        raise ValueError(f"RoPE angles are real numbers: pass a floating dtype, got {dtype}")
     theta = base ** (-torch.arange(0, d, 2, dtype=dtype) / d)
     pos = torch.arange(n, dtype=dtype).unsqueeze(1)
     return pos * theta.unsqueeze(0)
