@@ -228,3 +228,85 @@ def test_engines_make_the_projections_their_docstring_declares():
     assert _projections("v3", False) == [(b * T, 3 * D), (b * T, 2 * D), (b, D)]
     assert _projections("v2", True) == [(b * T, D)] * 6            # maps asked: every row of every layer
     assert _projections("v3", True) == [(b * T, 3 * D)] * 2
+
+
+# --- construction: init, validation, buffers -------------------------------------------------------------------------
+def test_init_is_uniform_within_one_over_sqrt_fan_in():
+    """Every weight lies in ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]`` and reaches both ends (PyTorch's Linear init)."""
+    net = EnsembleNet([MemberConfig()], [0], 2)
+    bound = 1 / math.sqrt(64)                  # fan_in = D = 64 for every matrix here (worked by hand)
+    for w in (p.detach() for p in (net.w_q, net.w_k, net.w_v, net.cls_w[0], net.cls_w[3])):
+        # >= 2048 draws: P(max < 0.98 bound) = 0.99^2048 < 1e-8, so both ends are reached for any seed
+        assert float(w.abs().max()) <= bound
+        assert float(w.max()) > 0.98 * bound and float(w.min()) < -0.98 * bound
+
+
+def test_defaults_are_the_papers_shapes():
+    """With the defaults: 64-dim tokens, 17 of them, 32 labels."""
+    net = EnsembleNet([MemberConfig()], [0], 1)
+    assert net(torch.zeros(1, 2, 17, 64)).shape == (1, 2, 32)
+
+
+def test_state_dict_holds_the_parameters_and_no_buffer():
+    """Masks, biases, PEs, flags and rotations are derived buffers, left out of the state dict."""
+    net = EnsembleNet(CFGS, list(range(6)), 2)
+    assert set(net.state_dict()) == {"w_q", "w_k", "w_v"} | {f"cls_{k}.{i}" for k in "wb" for i in range(4)}
+
+
+def test_flag_buffers_are_float_and_follow_the_module_dtype():
+    """``use_sin`` and ``residual`` are float flags (cast by ``.double()``); ``rope_members`` is an index (long)."""
+    net = EnsembleNet([MemberConfig("causal", "sin", residual=True), MemberConfig()], [0, 1], 1)
+    assert net.use_sin.dtype == net.residual.dtype == torch.float32
+    assert EnsembleNet([MemberConfig()], [0], 1).rope_members.dtype == torch.long   # empty: no RoPE member
+    net.double()
+    assert net.use_sin.dtype == net.residual.dtype == torch.float64
+    assert net.use_sin.flatten().tolist() == [1.0, 0.0] and net.residual.flatten().tolist() == [1.0, 0.0]
+
+
+def test_decay_bias_is_float32():
+    """The decay member's logit bias is float32 like the others, so the network's logits stay float32."""
+    _, bias = MemberConfig("decay", gamma=0.5).mask_and_bias(5)
+    assert bias.dtype == torch.float32
+    assert float(bias[4, 0]) == pytest.approx(4 * math.log(0.5))       # -m (i - j), m = -ln 0.5 (by hand)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)              # float32 even when the default float type is not
+    try:
+        assert MemberConfig("decay").mask_and_bias(3)[1].dtype == torch.float32
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def test_rope_base_is_the_members():
+    """A member's own ``rope_base`` sets the rotation (checked against the float64 reference)."""
+    cfg = MemberConfig("causal", "rope", rope_base=100.0)
+    net = EnsembleNet([cfg], [0], 1, **SMALL)
+    x = torch.randn(1, 2, SMALL["n_tokens"], SMALL["dim"], generator=torch.Generator().manual_seed(1))
+    ref_logits, _ = _reference(net, x)
+    assert torch.allclose(net(x).double(), ref_logits, atol=1e-5, rtol=1e-4)
+
+
+def test_gamma_range_is_half_open():
+    """``gamma`` in ``(0, 1]``: 1 (no decay) allowed, 0 and above 1 refused."""
+    _, bias = MemberConfig("decay", gamma=1.0).mask_and_bias(4)
+    assert bool((bias == 0).all())                     # gamma = 1: m = 0, no bias (by hand)
+    for gamma in (0.0, 1.5, -0.5):
+        with pytest.raises(ValueError, match=r"decay gamma must be in \(0, 1\]"):
+            MemberConfig("decay", gamma=gamma)
+
+
+def test_bad_configs_name_the_fix():
+    """Each refusal says what is wrong and what to choose."""
+    with pytest.raises(ValueError, match="unknown mask 'diagonal'; choose one of"):
+        MemberConfig("diagonal")
+    with pytest.raises(ValueError, match="unknown PE 'alibi'; choose one of"):
+        MemberConfig("causal", "alibi")
+    with pytest.raises(ValueError, match="unknown engine 'v9'; choose one of"):
+        EnsembleNet([MemberConfig()], [0], 1, engine="v9")
+    with pytest.raises(ValueError, match="need one seed per member and at least one member"):
+        EnsembleNet([MemberConfig()], [0, 1], 1)
+    with pytest.raises(ValueError, match="need one seed per member and at least one member"):
+        EnsembleNet([], [], 1)
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        EnsembleNet([MemberConfig()], [0], 0)
+    with pytest.raises(ValueError, match="all members of one ensemble must share the RoPE base"):
+        EnsembleNet([MemberConfig(rope_base=100.0), MemberConfig(rope_base=1000.0)], [0, 1], 1)
